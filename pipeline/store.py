@@ -1,0 +1,343 @@
+"""Parquet shard store with a per-run manifest and a DuckDB catalog over committed shards.
+
+Crash safety: every file is written under a temporary name, fsynced and renamed; a shard group
+(all tables written for one unit of work) becomes visible only when one manifest line naming all
+its files is appended. Views list exactly the committed files, so a half-written shard is never
+read and a rerun simply rewrites it under the same name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.tables import SCHEMA_VERSION, TABLES, schema_for
+
+log = logging.getLogger(__name__)
+
+# Tables that live as per-run shards under shards/<table>/run_date=/run_id=/.
+SHARDED_TABLES = ("curriculum", "solver_rollouts", "verifier_samples", "rejects")
+
+
+class SchemaMismatchError(ValueError):
+    """A Parquet file whose schema differs from its table contract."""
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ShardFile:
+    table: str
+    path: str  # relative to the store root
+    rows: int
+    sha256: str
+    bytes: int
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def conform(table: str, data: pa.Table | list[dict[str, Any]]) -> pa.Table:
+    """Cast rows to the table contract; a missing or mistyped field is an error, not a guess."""
+    schema = schema_for(table)
+    if isinstance(data, list):
+        for i, row in enumerate(data):
+            missing = [fld.name for fld in schema if fld.name not in row]
+            if missing:
+                raise SchemaMismatchError(f"{table} row {i}: lacks fields {missing}")
+        return pa.Table.from_pylist(data, schema=schema)
+    check_schema(table, data.schema, where=f"<in-memory {table}>")
+    return data.cast(schema)
+
+
+def check_schema(table: str, actual: pa.Schema, where: str) -> None:
+    """Raise a SchemaMismatchError naming the file and each differing field."""
+    expected = schema_for(table)
+    exp = {fld.name: fld.type for fld in expected}
+    act = {fld.name: fld.type for fld in actual}
+    problems = [f"missing field {n!r}" for n in exp if n not in act]
+    problems += [f"unexpected field {n!r}" for n in act if n not in exp]
+    problems += [
+        f"field {n!r} is {act[n]}, contract says {t}"
+        for n, t in exp.items()
+        if n in act and act[n] != t
+    ]
+    version = (actual.metadata or {}).get(b"schema_version", b"?").decode()
+    if version != "?" and version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        problems.append(f"schema_version {version} incompatible with {SCHEMA_VERSION}")
+    if problems:
+        raise SchemaMismatchError(
+            f"{where}: does not match the '{table}' contract v{SCHEMA_VERSION}: "
+            + "; ".join(problems)
+        )
+
+
+def read_shard(path: str | Path, table: str) -> pa.Table:
+    """Read one shard, refusing it if it does not match the table contract."""
+    path = Path(path)
+    check_schema(table, pq.read_schema(path), where=str(path))
+    return pq.read_table(path)
+
+
+def write_parquet_atomic(
+    path: Path, data: pa.Table, compression: str = "zstd", level: int | None = 3
+) -> tuple[str, int]:
+    """Write a Parquet file via temp name + fsync + rename; return (sha256, bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    kwargs: dict[str, Any] = {"compression": None if compression == "none" else compression}
+    if compression == "zstd" and level is not None:
+        kwargs["compression_level"] = level
+    pq.write_table(data, tmp, **kwargs)
+    with tmp.open("rb") as fh:
+        os.fsync(fh.fileno())
+    digest = sha256_file(tmp)
+    size = tmp.stat().st_size
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return digest, size
+
+
+class Store:
+    """Output directory layout, shard commits, run records and the DuckDB catalog."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        catalog: str | Path | None = None,
+        compression: str = "zstd",
+        compression_level: int = 3,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.catalog_path = Path(catalog).resolve() if catalog else self.root / "curriculum.duckdb"
+        self.compression = compression
+        self.compression_level = compression_level
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Store:
+        return cls(
+            cfg.resolve_path(cfg.store.out_dir),
+            cfg.resolve_path(cfg.store.catalog),
+            cfg.store.compression,
+            cfg.store.compression_level,
+        )
+
+    # ---- layout -------------------------------------------------------------------------
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    def shard_relpath(self, table: str, run_id: str, run_date: dt.date, shard: str) -> str:
+        return (
+            f"shards/{table}/run_date={run_date.isoformat()}/run_id={run_id}/part-{shard}.parquet"
+        )
+
+    # ---- shards ---------------------------------------------------------------------------
+    def write_shard(
+        self, table: str, run_id: str, run_date: dt.date, shard: str, data: pa.Table | list[dict]
+    ) -> ShardFile:
+        """Write one table's file of a shard group. Not visible until `commit` lists it."""
+        if table not in SHARDED_TABLES:
+            raise StoreError(f"{table!r} is not a sharded table ({', '.join(SHARDED_TABLES)})")
+        tbl = conform(table, data)
+        rel = self.shard_relpath(table, run_id, run_date, shard)
+        digest, size = write_parquet_atomic(
+            self.root / rel, tbl, self.compression, self.compression_level
+        )
+        return ShardFile(table, rel, tbl.num_rows, digest, size)
+
+    def commit(self, run_id: str, shard: str, files: list[ShardFile]) -> None:
+        """Append one manifest line for the shard group: the commit point."""
+        line = orjson.dumps(
+            {
+                "run_id": run_id,
+                "shard": shard,
+                "schema_version": SCHEMA_VERSION,
+                "committed_at": utcnow().isoformat(),
+                "files": [asdict(f) for f in files],
+            }
+        )
+        manifest = self.run_dir(run_id) / "manifest.jsonl"
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        with manifest.open("ab") as fh:
+            fh.write(line + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def manifest(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Committed shard groups of a run, by shard name (a later line wins)."""
+        path = self.run_dir(run_id) / "manifest.jsonl"
+        out: dict[str, dict[str, Any]] = {}
+        if not path.exists():
+            return out
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    entry = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    # Only a crash during the final append can leave a torn line.
+                    log.warning("%s:%d: ignoring torn manifest line", path, lineno)
+                    continue
+                out[entry["shard"]] = entry
+        return out
+
+    def completed_shards(self, run_id: str, verify: bool = True) -> set[str]:
+        """Shard groups whose files all exist (and match their checksums when verify)."""
+        done: set[str] = set()
+        for shard, entry in self.manifest(run_id).items():
+            ok = True
+            for f in entry["files"]:
+                p = self.root / f["path"]
+                if not p.exists() or (verify and sha256_file(p) != f["sha256"]):
+                    log.warning("run %s shard %s: %s missing or changed; redoing", run_id, shard, p)
+                    ok = False
+                    break
+            if ok:
+                done.add(shard)
+        return done
+
+    def run_ids(self) -> list[str]:
+        base = self.root / "runs"
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.exists() else []
+
+    def committed_files(self) -> dict[str, list[Path]]:
+        files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
+        for run_id in self.run_ids():
+            for entry in self.manifest(run_id).values():
+                for f in entry["files"]:
+                    files[f["table"]].append(self.root / f["path"])
+        return files
+
+    # ---- runs ---------------------------------------------------------------------------
+    def write_run(self, record: dict[str, Any]) -> None:
+        tbl = pa.Table.from_pylist([record], schema=schema_for("runs"))
+        write_parquet_atomic(self.run_dir(record["run_id"]) / "run.parquet", tbl)
+
+    def read_run(self, run_id: str) -> dict[str, Any] | None:
+        path = self.run_dir(run_id) / "run.parquet"
+        return read_shard(path, "runs").to_pylist()[0] if path.exists() else None
+
+    # ---- catalog --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _catalog_lock(self) -> Iterator[None]:
+        lock = self.catalog_path.with_suffix(".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def refresh_catalog(self, artifacts: dict[str, list[Path]] | None = None) -> Path:
+        """(Re)create the DuckDB views over exactly the committed shards, then views.sql.
+
+        `artifacts` maps non-sharded tables (passages, entities, ...) to their current files;
+        a table with no files gets an empty view with the contract's columns.
+        """
+        files = self.committed_files()
+        runs = sorted((self.root / "runs").glob("*/run.parquet"))
+        artifacts = {"passages": [], **(artifacts or {})}
+        with self._catalog_lock(), duckdb.connect(str(self.catalog_path)) as con:
+            for table in SHARDED_TABLES:
+                for p in files[table]:
+                    check_schema(table, pq.read_schema(p), where=str(p))
+                self._create_view(con, table, files[table], hive=True)
+            self._create_view(con, "runs", runs, hive=False)
+            for table, paths in artifacts.items():
+                for p in paths:
+                    check_schema(table, pq.read_schema(p), where=str(p))
+                self._create_view(con, table, paths, hive=False)
+            con.execute(views_sql())
+        return self.catalog_path
+
+    @staticmethod
+    def _create_view(
+        con: duckdb.DuckDBPyConnection, table: str, paths: list[Path], hive: bool
+    ) -> None:
+        if paths:
+            listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
+            opts = ", hive_partitioning = true, union_by_name = true" if hive else ""
+            con.execute(
+                f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet([{listing}]{opts})"
+            )
+            return
+        # No data yet: an empty view with the contract's columns keeps dependent views valid.
+        empty = pa.Table.from_pylist([], schema=schema_for(table))
+        con.register("_empty_arrow", empty)
+        con.execute(f"CREATE OR REPLACE TABLE _empty_{table} AS SELECT * FROM _empty_arrow")
+        con.unregister("_empty_arrow")
+        cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
+        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT *{cols} FROM _empty_{table}")
+
+
+def views_sql() -> str:
+    return resources.files("schemas").joinpath("views.sql").read_text(encoding="utf-8")
+
+
+def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
+    path = Path(catalog)
+    if not path.exists():
+        raise StoreError(f"no catalog at {path}; run the nightly flow first")
+    return duckdb.connect(str(path), read_only=True)
+
+
+__all__ = [
+    "SHARDED_TABLES",
+    "TABLES",
+    "SchemaMismatchError",
+    "ShardFile",
+    "Store",
+    "StoreError",
+    "check_schema",
+    "conform",
+    "connect_readonly",
+    "read_shard",
+    "write_parquet_atomic",
+]

@@ -1,0 +1,317 @@
+"""The data contracts: one Arrow schema per table, used by writers, readers, tests and docs.
+
+Bump SCHEMA_VERSION when a field changes meaning or type; readers refuse shards whose schema
+does not match the contract, so an old shard never silently mixes into a new view.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.0.0"
+
+_TS = pa.timestamp("us", tz="UTC")
+_NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
+KG_PATH = pa.struct([("nodes", pa.list_(_NAMED)), ("relations", pa.list_(_NAMED))])
+
+_DOCS: dict[str, str] = {}
+
+
+def _schema(name: str, doc: str, fields: list[pa.Field]) -> pa.Schema:
+    _DOCS[name] = doc
+    return pa.schema(fields, metadata={"table": name, "schema_version": SCHEMA_VERSION})
+
+
+def f(name: str, type_: pa.DataType, nullable: bool = True, doc: str = "") -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc} if doc else None)
+
+
+PASSAGES = _schema(
+    "passages",
+    "One retrieval unit of the corpus (a ~100-word Wikipedia passage).",
+    [
+        f("id", pa.string(), False, "passage id as given by the corpus file"),
+        f("title", pa.string(), False, "article title (quoted first line in FlashRAG format)"),
+        f("text", pa.string(), False, "passage body without the title line"),
+        f("char_len", pa.int32(), False, "length of text in characters"),
+        f("row", pa.int64(), False, "0-based position in the corpus = FAISS vector id"),
+        f("source_file", pa.string(), False),
+        f("source_line", pa.int64(), False, "1-based line number in source_file"),
+    ],
+)
+
+EMBEDDINGS_MANIFEST = _schema(
+    "embeddings_manifest",
+    "One fixed-size shard of passage embeddings (memory-mapped .npy).",
+    [
+        f("shard", pa.int32(), False),
+        f("path", pa.string(), False),
+        f("row_start", pa.int64(), False),
+        f("row_end", pa.int64(), False, "exclusive"),
+        f("dim", pa.int32(), False),
+        f("model", pa.string(), False),
+        f("passage_prompt", pa.string(), False),
+        f("normalized", pa.bool_(), False),
+        f("sha256", pa.string(), False),
+        f("corpus_fingerprint", pa.string(), False),
+        f("created_at", _TS, False),
+    ],
+)
+
+ENTITIES = _schema(
+    "entities",
+    "Wikidata items and properties kept from the dump.",
+    [
+        f("qid", pa.string(), False, "Q or P id"),
+        f("kind", pa.string(), False, "item | property"),
+        f("label", pa.string()),
+        f("description", pa.string()),
+        f("aliases", pa.list_(pa.string())),
+        f("enwiki_title", pa.string()),
+        f("sitelink_count", pa.int32()),
+        f("datatype", pa.string(), doc="properties only"),
+        f("passage_ids", pa.list_(pa.string()), doc="corpus passages whose title = enwiki_title"),
+    ],
+)
+
+EDGES = _schema(
+    "edges",
+    "Truthy statements: subject -pid-> entity or typed literal.",
+    [
+        f("subject", pa.string(), False),
+        f("pid", pa.string(), False),
+        f("object_qid", pa.string(), doc="set when the value is an item"),
+        f("value_type", pa.string(), False, "wikibase-item|time|quantity|string|monolingualtext"),
+        f("value", pa.string(), doc="literal rendered as text"),
+        f("time_precision", pa.int8()),
+        f("quantity_unit", pa.string()),
+        f("language", pa.string()),
+        f("rank", pa.string(), False),
+    ],
+)
+
+SUBGRAPHS = _schema(
+    "subgraphs",
+    "LLM-guided target path with distractor branches (KG-paths paper, Algorithm 1).",
+    [
+        f("subgraph_id", pa.string(), False),
+        f("seed_qid", pa.string(), False),
+        f("target_path", KG_PATH, False),
+        f("distractors", pa.list_(KG_PATH)),
+        f("answer_qid", pa.string()),
+        f("answer_label", pa.string()),
+        f("answer_type", pa.string(), doc="Person|Location|Organization|Date|Number|Other"),
+        f("waypoints", pa.list_(pa.string())),
+        f("passage_ids", pa.list_(pa.list_(pa.string())), doc="linked passages per path node"),
+        f("hops", pa.int8(), False),
+        f("node_count", pa.int32(), False),
+        f("model", pa.string()),
+        f("created_at", _TS, False),
+    ],
+)
+
+CLUSTERS = _schema(
+    "clusters",
+    "Passage-to-cluster assignment for one clustering iteration.",
+    [
+        f("iteration", pa.int32(), False),
+        f("k", pa.int32(), False),
+        f("passage_row", pa.int64(), False),
+        f("passage_id", pa.string(), False),
+        f("cluster_id", pa.int32(), False),
+        f("distance", pa.float32(), False, "distance of the passage embedding to its centroid"),
+    ],
+)
+
+SELECTOR_STATE = _schema(
+    "selector_state",
+    "Bandit arm statistics per self-evolution iteration.",
+    [
+        f("iteration", pa.int32(), False),
+        f("bandit", pa.string(), False, "cluster | task_type"),
+        f("arm", pa.string(), False),
+        f("pulls", pa.float64(), False),
+        f("reward_sum", pa.float64(), False),
+        f("k", pa.int32()),
+        f("rng_state", pa.string()),
+        f("updated_at", _TS, False),
+    ],
+)
+
+CURRICULUM = _schema(
+    "curriculum",
+    "One proposer output with every check and reward: the product.",
+    [
+        f("record_id", pa.string(), False, "stable hash of (run id, plan slot, source passage)"),
+        f("run_id", pa.string(), False),
+        f("shard", pa.int32(), False),
+        f("slot", pa.int32(), False, "position in the run's sampling plan"),
+        f("created_at", _TS, False),
+        f("source_passage_id", pa.string(), False),
+        f("source_title", pa.string(), False),
+        f("cluster_id", pa.int32()),
+        f("task_type", pa.string(), False),
+        f("hop_count", pa.int8(), False),
+        f("subgraph_id", pa.string()),
+        f("question", pa.string()),
+        f("answer", pa.string()),
+        f("evidence", pa.string()),
+        f("evidence_mode", pa.string(), False, "constrained | free"),
+        f("evidence_source", pa.string(), doc="source | retrieved | none"),
+        f(
+            "evidence_status",
+            pa.string(),
+            False,
+            "verbatim | not_in_source | bad_sentence_ref | missing",
+        ),
+        f("evidence_passage_id", pa.string()),
+        f("evidence_char_start", pa.int32(), doc="0-based offset into the passage text"),
+        f("evidence_char_end", pa.int32(), doc="exclusive"),
+        f("kg_path", KG_PATH),
+        f("waypoints", pa.list_(pa.string())),
+        f("is_valid", pa.bool_(), False),
+        f("invalid_reason", pa.string(), doc="null when valid"),
+        f("is_verbatim", pa.bool_(), False),
+        f("format_score", pa.float64(), False, "F_fmt = 1/4 (1 + F_think + F_tool + F_ans)"),
+        f("f_think", pa.float64(), False),
+        f("f_tool", pa.float64(), False),
+        f("f_answer", pa.float64(), False),
+        f("solver_n", pa.int32()),
+        f("solver_k", pa.int32()),
+        f("difficulty", pa.float64(), doc="R_DZ = 1{0<k<n} (n-k)/(n-1)"),
+        f("verifier_p_pos", pa.float64()),
+        f("verifier_p_neg", pa.float64()),
+        f("verifier_v", pa.float64(), doc="V = p+ - p-"),
+        f("verifier_method", pa.string(), doc="mc | teacher_forced"),
+        f("verifier_m", pa.int32()),
+        f("evidence_tokens", pa.int32()),
+        f("brevity", pa.float64(), doc="B = max(0, 1 - |e|/L_max)"),
+        f("proposer_reward", pa.float64(), doc="1/2 F_fmt + R_DZ + l_V V + l_B B"),
+        f("proposer_model", pa.string(), False),
+        f("solver_model", pa.string(), False),
+        f("embedder_model", pa.string(), False),
+        f("index_fingerprint", pa.string(), False),
+        f("config_hash", pa.string(), False),
+        f("prompt", pa.string(), False),
+        f("raw_proposer_output", pa.string(), False),
+        f("schema_version", pa.string(), False),
+    ],
+)
+
+SOLVER_ROLLOUTS = _schema(
+    "solver_rollouts",
+    "One solver attempt at a valid question.",
+    [
+        f("rollout_id", pa.string(), False),
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("sample", pa.int32(), False),
+        f("prompt", pa.string(), False),
+        f("raw_output", pa.string(), False),
+        f("predicted_answer", pa.string()),
+        f("think", pa.string()),
+        f("searches", pa.list_(pa.string())),
+        f("retrieved_ids", pa.list_(pa.string())),
+        f("turns", pa.int32(), False),
+        f("correct", pa.bool_(), False),
+        f("created_at", _TS, False),
+    ],
+)
+
+VERIFIER_SAMPLES = _schema(
+    "verifier_samples",
+    "Single-turn, search-disabled answers with (+) and without (-) the evidence.",
+    [
+        f("sample_id", pa.string(), False),
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("condition", pa.string(), False, "with_evidence | without_evidence"),
+        f("sample", pa.int32(), False),
+        f("method", pa.string(), False, "mc | teacher_forced"),
+        f("prompt", pa.string(), False),
+        f("raw_output", pa.string()),
+        f("predicted_answer", pa.string()),
+        f("correct", pa.bool_()),
+        f("logprob", pa.float64(), doc="teacher-forced log P(answer | prompt)"),
+        f("created_at", _TS, False),
+    ],
+)
+
+REJECTS = _schema(
+    "rejects",
+    "Input that could not be used, with where it came from and why.",
+    [
+        f("run_id", pa.string(), False),
+        f("stage", pa.string(), False),
+        f("source_file", pa.string()),
+        f("source_line", pa.int64()),
+        f("record_key", pa.string()),
+        f("reason", pa.string(), False),
+        f("raw", pa.string()),
+        f("created_at", _TS, False),
+    ],
+)
+
+RUNS = _schema(
+    "runs",
+    "One pipeline run with its resolved configuration.",
+    [
+        f("run_id", pa.string(), False),
+        f("run_date", pa.date32(), False),
+        f("profile", pa.string(), False),
+        f("config_hash", pa.string(), False),
+        f("config_yaml", pa.string(), False),
+        f("started_at", _TS, False),
+        f("finished_at", _TS),
+        f("status", pa.string(), False, "running | completed | failed"),
+        f("shards_planned", pa.int32(), False),
+        f("shards_completed", pa.int32(), False),
+        f("schema_version", pa.string(), False),
+    ],
+)
+
+SHARD_MANIFEST = _schema(
+    "shard_manifest",
+    "A completed shard file: only files listed here are visible in the catalog.",
+    [
+        f("run_id", pa.string(), False),
+        f("table", pa.string(), False),
+        f("shard", pa.string(), False, "shard name, e.g. 00003 or corpus"),
+        f("path", pa.string(), False, "relative to the output directory"),
+        f("rows", pa.int64(), False),
+        f("sha256", pa.string(), False),
+        f("bytes", pa.int64(), False),
+        f("schema_version", pa.string(), False),
+        f("committed_at", _TS, False),
+    ],
+)
+
+TABLES: dict[str, pa.Schema] = {
+    s.metadata[b"table"].decode(): s
+    for s in (
+        PASSAGES,
+        EMBEDDINGS_MANIFEST,
+        ENTITIES,
+        EDGES,
+        SUBGRAPHS,
+        CLUSTERS,
+        SELECTOR_STATE,
+        CURRICULUM,
+        SOLVER_ROLLOUTS,
+        VERIFIER_SAMPLES,
+        REJECTS,
+        RUNS,
+        SHARD_MANIFEST,
+    )
+}
+
+
+def schema_for(table: str) -> pa.Schema:
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise KeyError(f"unknown table {table!r}; known: {', '.join(sorted(TABLES))}") from None
+
+
+def table_doc(table: str) -> str:
+    return _DOCS[table]
