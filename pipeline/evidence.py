@@ -1,0 +1,72 @@
+"""Evidence spans: sentence segmentation with character offsets and the verbatim check.
+
+Offsets are 0-based, end-exclusive Python string offsets into the passage text, so an auditor
+can re-check a span with `substr(text, start + 1, end - start)` in SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote;
+# common abbreviations and initials ("St.", "Dr.", "J.") do not end a sentence.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(])")
+_NO_BREAK = re.compile(r"(?:\b(?:St|Dr|Mr|Mrs|Ms|Prof|Jr|Sr|Mt|No|vs|c|ca|e\.g|i\.e)|\b[A-Z])\.$")
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    start: int
+    end: int
+
+
+def sentences(text: str) -> list[Span]:
+    """Split a passage into sentences, keeping exact offsets into `text`."""
+    spans: list[Span] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        if _NO_BREAK.search(text[start : m.start()]):
+            continue
+        # Keep a closing quote/bracket that follows the full stop inside the sentence.
+        end = m.start() + (len(m.group(0)) - len(m.group(0).lstrip("\"')]")))
+        spans.append(_trimmed(text, start, end))
+        start = m.end()
+    if start < len(text):
+        spans.append(_trimmed(text, start, len(text)))
+    return [s for s in spans if s.text]
+
+
+def _trimmed(text: str, start: int, end: int) -> Span:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return Span(text[start:end], start, end)
+
+
+@dataclass(frozen=True)
+class Located:
+    passage_id: str
+    start: int
+    end: int
+    source: str  # "source" | "retrieved"
+
+
+def locate(
+    evidence: str, source_id: str, source_text: str, retrieved: Sequence[tuple[str, str]] = ()
+) -> Located | None:
+    """Find the evidence verbatim (exact substring) in the source, then in retrieved snippets."""
+    ev = evidence.strip()
+    if not ev:
+        return None
+    i = source_text.find(ev)
+    if i != -1:
+        return Located(source_id, i, i + len(ev), "source")
+    for pid, text in retrieved:
+        i = text.find(ev)
+        if i != -1:
+            return Located(pid, i, i + len(ev), "retrieved")
+    return None

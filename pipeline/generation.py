@@ -1,0 +1,327 @@
+"""The generate stage: plan sources, propose, check, solve, verify, reward, land shards.
+
+A run's sampling plan is a pure function of (seed, run id, corpus), so a rerun of the same run
+id rebuilds the same plan, skips every committed shard and regenerates only the rest with the
+same per-shard seeds. Record ids hash (run id, plan slot, passage id) and never repeat.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from pipeline.agents.prompts import PROPOSER_STOP, FewShot, load_few_shot, proposer_prompt
+from pipeline.agents.proposer import Proposal, parse_proposal
+from pipeline.agents.solver import solve
+from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
+from pipeline.index import Retriever
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.rewards import brevity, difficulty, format_score, proposer_reward, validity
+from pipeline.store import ShardFile, Store, utcnow
+from schemas.tables import SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+TASK_TYPE = "factual"  # the bandit selector chooses task types once it lands
+HOPS = 1  # single-turn proposer: one hop, no tool calls
+
+
+def stable_int(*parts: object) -> int:
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def record_id(run_id: str, slot: int, passage_id: str) -> str:
+    return hashlib.sha256(f"{run_id}|{slot}|{passage_id}".encode()).hexdigest()[:24]
+
+
+def plan_sources(n_passages: int, num_sources: int, seed: int, run_id: str) -> np.ndarray:
+    """Uniform sample of passage rows (without replacement while the corpus allows it)."""
+    rng = np.random.default_rng(stable_int(seed, run_id, "plan"))
+    if num_sources <= n_passages:
+        return np.sort(rng.choice(n_passages, size=num_sources, replace=False))
+    return rng.integers(0, n_passages, size=num_sources)
+
+
+@dataclass
+class Passages:
+    ids: list[str]
+    titles: list[str]
+    texts: list[str]
+
+    @classmethod
+    def read(cls, path) -> Passages:
+        t = pq.read_table(path, columns=["id", "title", "text"])
+        return cls(t["id"].to_pylist(), t["title"].to_pylist(), t["text"].to_pylist())
+
+
+@dataclass
+class GenerationContext:
+    cfg: object
+    store: Store
+    generator: Generator
+    retriever: Retriever
+    passages: Passages
+    run_id: str
+    run_date: dt.date
+    embedder_model: str
+    shots: list[FewShot] = field(default_factory=list)
+
+
+@dataclass
+class ShardOutput:
+    curriculum: list[dict]
+    solver_rollouts: list[dict]
+    verifier_samples: list[dict]
+
+
+def process_shard(
+    ctx: GenerationContext, shard: int, slots: Sequence[int], rows: Sequence[int]
+) -> ShardOutput:
+    """Everything for one shard of the plan, batched: one generate call per step."""
+    cfg, gen = ctx.cfg, ctx.generator
+    g, v, r = cfg.generation, cfg.verifier, cfg.rewards
+    seed = stable_int(cfg.seed, ctx.run_id, shard)
+    pids = [ctx.passages.ids[i] for i in rows]
+    titles = [ctx.passages.titles[i] for i in rows]
+    texts = [ctx.passages.texts[i] for i in rows]
+    rids = [record_id(ctx.run_id, s, p) for s, p in zip(slots, pids, strict=True)]
+
+    prompts = [
+        proposer_prompt(t, x, ctx.shots, g.evidence_mode)
+        for t, x in zip(titles, texts, strict=True)
+    ]
+    params = SamplingParams(
+        n=1,
+        temperature=g.proposer_temperature,
+        top_p=g.proposer_top_p,
+        max_tokens=g.proposer_max_tokens,
+        stop=PROPOSER_STOP,
+        seed=seed,
+    )
+    raws = [o[0] for o in gen.generate(prompts, params)]
+    proposals = [
+        parse_proposal(raw, pid, text, g.evidence_mode)
+        for raw, pid, text in zip(raws, pids, texts, strict=True)
+    ]
+    checks = [validity(p.question, p.answer) for p in proposals]
+
+    # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
+    solve_idx = [i for i, (ok, _) in enumerate(checks) if ok]
+    solved = {}
+    if solve_idx:
+        res = solve(
+            gen,
+            ctx.retriever,
+            [rids[i] for i in solve_idx],
+            [proposals[i].question for i in solve_idx],
+            [proposals[i].answer for i in solve_idx],
+            ctx.shots,
+            n=r.n_solver,
+            topk=cfg.retrieval.topk,
+            max_doc_tokens=cfg.retrieval.max_tokens_per_response,
+            temperature=v.temperature,
+            max_tokens=g.answer_max_tokens,
+            seed=seed + 1,
+        )
+        solved = dict(zip(solve_idx, res, strict=True))
+    ver_idx = [i for i in solve_idx if proposals[i].evidence_status == "verbatim"]
+    items = [
+        VerifierItem(rids[i], proposals[i].question, proposals[i].answer, proposals[i].evidence)
+        for i in ver_idx
+    ]
+    verified, extra_samples = {}, []
+    if items:
+        if v.method in ("mc", "both"):
+            mc = verify_mc(
+                gen, items, ctx.shots, v.m, v.temperature, v.top_p, g.answer_max_tokens, seed + 2
+            )
+            verified = dict(zip(ver_idx, mc, strict=True))
+        if v.method in ("teacher_forced", "both"):
+            tf = verify_teacher_forced(gen, items, ctx.shots)
+            if v.method == "teacher_forced":
+                verified = dict(zip(ver_idx, tf, strict=True))
+            else:
+                extra_samples = [row for res in tf for row in res.samples]
+
+    now = utcnow()
+    curriculum, rollouts, samples = [], [], []
+    for i, p in enumerate(proposals):
+        ok, reason = checks[i]
+        fmt = format_score(p.question, p.answer, texts[i], HOPS, 0, 1, 0, 0)
+        sol = solved.get(i)
+        ver = verified.get(i)
+        ev_tokens = gen.count_tokens(p.evidence) if p.evidence_status == "verbatim" else None
+        b = brevity(ev_tokens, r.l_max) if ev_tokens is not None else None
+        r_dz = difficulty(sol.k, sol.n) if sol else None
+        # Protocol failures (invalid q/a or evidence that is not verbatim) earn ½F_fmt only.
+        complete = ok and ver is not None and r_dz is not None and b is not None
+        reward = proposer_reward(
+            fmt.total,
+            complete,
+            r_dz or 0.0,
+            ver.v if ver else 0.0,
+            b or 0.0,
+            r.lambda_v,
+            r.lambda_b,
+        )
+        curriculum.append(
+            _record(
+                ctx,
+                shard,
+                slots[i],
+                rids[i],
+                pids[i],
+                titles[i],
+                prompts[i],
+                p,
+                ok,
+                reason,
+                fmt,
+                sol,
+                ver,
+                ev_tokens,
+                b,
+                r_dz,
+                reward,
+                now,
+            )
+        )
+        if sol:
+            rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
+        if ver:
+            samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
+    samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
+    return ShardOutput(curriculum, rollouts, samples)
+
+
+def _record(
+    ctx,
+    shard,
+    slot,
+    rid,
+    pid,
+    title,
+    prompt,
+    p: Proposal,
+    ok,
+    reason,
+    fmt,
+    sol,
+    ver,
+    ev_tokens,
+    b,
+    r_dz,
+    reward,
+    now,
+) -> dict:
+    cfg = ctx.cfg
+    verbatim = p.evidence_status == "verbatim"
+    return {
+        "record_id": rid,
+        "run_id": ctx.run_id,
+        "shard": shard,
+        "slot": int(slot),
+        "created_at": now,
+        "source_passage_id": pid,
+        "source_title": title,
+        "cluster_id": None,
+        "task_type": TASK_TYPE,
+        "hop_count": HOPS,
+        "subgraph_id": None,
+        "question": p.question,
+        "answer": p.answer,
+        "evidence": p.evidence,
+        "evidence_mode": cfg.generation.evidence_mode,
+        "evidence_source": p.evidence_source,
+        "evidence_status": p.evidence_status,
+        "evidence_passage_id": p.evidence_passage_id,
+        "evidence_char_start": p.evidence_start,
+        "evidence_char_end": p.evidence_end,
+        "kg_path": None,
+        "waypoints": None,
+        "is_valid": ok,
+        "invalid_reason": reason,
+        "is_verbatim": verbatim,
+        "format_score": fmt.total,
+        "f_think": fmt.think,
+        "f_tool": fmt.tool,
+        "f_answer": fmt.answer,
+        "solver_n": sol.n if sol else None,
+        "solver_k": sol.k if sol else None,
+        "difficulty": r_dz,
+        "verifier_p_pos": ver.p_pos if ver else None,
+        "verifier_p_neg": ver.p_neg if ver else None,
+        "verifier_v": ver.v if ver else None,
+        "verifier_method": ver.method if ver else None,
+        "verifier_m": ver.m if ver else None,
+        "evidence_tokens": ev_tokens,
+        "brevity": b,
+        "proposer_reward": reward,
+        "proposer_model": ctx.generator.model_id,
+        "solver_model": ctx.generator.model_id,
+        "embedder_model": ctx.embedder_model,
+        "index_fingerprint": ctx.retriever.fingerprint,
+        "config_hash": cfg.config_hash(),
+        "prompt": prompt,
+        "raw_proposer_output": p.raw,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+@dataclass
+class GenerationReport:
+    shards_planned: int
+    shards_done_before: int
+    shards_written: int
+
+
+def shard_name(shard: int) -> str:
+    return f"{shard:05d}"
+
+
+def run_generation(
+    ctx: GenerationContext,
+    on_shard: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> GenerationReport:
+    """Process every shard of the plan that is not yet committed; commit each atomically.
+
+    A stop request (or Ctrl-C) between shards keeps every committed shard; an interrupted
+    shard is never committed and is redone by the next run with the same run id.
+    """
+    cfg = ctx.cfg
+    ctx.shots = ctx.shots or load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
+    plan = plan_sources(len(ctx.passages.ids), cfg.generation.num_sources, cfg.seed, ctx.run_id)
+    size = cfg.generation.shard_size
+    n_shards = (len(plan) + size - 1) // size
+    done = ctx.store.completed_shards(ctx.run_id)
+    written = 0
+    for shard in range(n_shards):
+        if shard_name(shard) in done:
+            continue
+        if should_stop and should_stop():
+            log.info("stop requested; %d shards left for the next run", n_shards - shard)
+            break
+        slots = list(range(shard * size, min(len(plan), (shard + 1) * size)))
+        out = process_shard(ctx, shard, slots, [int(plan[s]) for s in slots])
+        files: list[ShardFile] = []
+        for table, rows in (
+            ("curriculum", out.curriculum),
+            ("solver_rollouts", out.solver_rollouts),
+            ("verifier_samples", out.verifier_samples),
+        ):
+            files.append(
+                ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)
+            )
+        ctx.store.commit(ctx.run_id, shard_name(shard), files)
+        written += 1
+        if on_shard:
+            on_shard(shard, n_shards)
+    return GenerationReport(n_shards, len(done), written)

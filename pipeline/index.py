@@ -1,0 +1,168 @@
+"""FAISS index over embedding shards, and the Retriever every agent searches with.
+
+The index directory holds the index file, the passages table (row = vector id) and a metadata
+document (model, prompts, dim, factory, count, corpus fingerprint); a retriever refuses to
+answer with a query model that differs from the one the index was built with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow.parquet as pq
+
+from pipeline.embedding import Embedder, load_shards
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "index.faiss"
+META_FILE = "index_meta.json"
+PASSAGES_FILE = "passages.parquet"
+
+
+class IndexMismatchError(RuntimeError):
+    pass
+
+
+def choose_factory(factory: str, n: int) -> str:
+    """`auto` picks Flat for small corpora and IVF with K ~ 8*sqrt(N) above 200k vectors."""
+    if factory != "auto":
+        return factory
+    if n < 200_000:
+        return "Flat"
+    k = 1 << round(math.log2(8 * math.sqrt(n)))
+    return f"IVF{k},Flat"
+
+
+def build_index(
+    shard_paths: Sequence[Path],
+    dim: int,
+    factory: str,
+    out_dir: Path,
+    meta: dict,
+    threads: int = 0,
+    train_sample: int = 256,
+    seed: int = 0,
+) -> Path:
+    """Build, save and describe an inner-product index from memory-mapped shards."""
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    shards = load_shards(shard_paths)
+    n = sum(s.shape[0] for s in shards)
+    factory = choose_factory(factory, n)
+    index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        ivf = faiss.extract_index_ivf(index)
+        n_train = min(n, max(30 * ivf.nlist, train_sample * ivf.nlist // 4))
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(n, size=n_train, replace=False))
+        sample = _gather(shards, rows)
+        log.info("training %s on %d vectors", factory, n_train)
+        index.train(sample)
+    for s in shards:
+        for i in range(0, s.shape[0], 65_536):
+            index.add(np.ascontiguousarray(s[i : i + 65_536], dtype=np.float32))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{INDEX_FILE}.tmp-{os.getpid()}"
+    faiss.write_index(index, str(tmp))
+    os.replace(tmp, out_dir / INDEX_FILE)
+    meta = {**meta, "factory": factory, "dim": dim, "count": int(index.ntotal), "metric": "ip"}
+    (out_dir / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return out_dir / INDEX_FILE
+
+
+def _gather(shards: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    out, offset = [], 0
+    for s in shards:
+        sel = rows[(rows >= offset) & (rows < offset + s.shape[0])] - offset
+        if sel.size:
+            out.append(np.asarray(s[sel], dtype=np.float32))
+        offset += s.shape[0]
+    return np.ascontiguousarray(np.concatenate(out))
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    title: str
+    text: str
+    score: float
+    row: int
+
+
+class Retriever:
+    """Batched dense search: `search(queries, k)` -> per query a list of Hits."""
+
+    def __init__(self, index_dir: Path, embedder: Embedder, nprobe: int = 64, mmap: bool = True):
+        self.index_dir = Path(index_dir)
+        self.meta = json.loads((self.index_dir / META_FILE).read_text())
+        if (self.meta["model"], self.meta["query_prompt"]) != (
+            embedder.model_ref,
+            embedder.query_prompt,
+        ):
+            raise IndexMismatchError(
+                f"index {self.index_dir} was built with model {self.meta['model']!r} "
+                f"(query prompt {self.meta['query_prompt']!r}); refusing queries embedded with "
+                f"{embedder.model_ref!r} (prompt {embedder.query_prompt!r})"
+            )
+        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        try:
+            self.index = faiss.read_index(str(self.index_dir / INDEX_FILE), flags)
+        except RuntimeError:  # some index types cannot be memory-mapped
+            self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
+        if hasattr(self.index, "nprobe"):
+            self.index.nprobe = nprobe
+        else:
+            with contextlib.suppress(RuntimeError):  # RuntimeError: not an IVF index
+                faiss.extract_index_ivf(self.index).nprobe = nprobe
+        self.embedder = embedder
+        tbl = pq.read_table(self.index_dir / PASSAGES_FILE, columns=["id", "title", "text"])
+        self.ids = tbl["id"].to_pylist()
+        self.titles = tbl["title"].to_pylist()
+        self.texts = tbl["text"].to_pylist()
+
+    @property
+    def fingerprint(self) -> str:
+        return self.meta["fingerprint"]
+
+    def search_vectors(self, vecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.index.search(np.ascontiguousarray(vecs, dtype=np.float32), k)
+
+    def search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+        if not queries:
+            return []
+        scores, rows = self.search_vectors(self.embedder.encode_queries(queries), k)
+        return [
+            [
+                Hit(self.ids[r], self.titles[r], self.texts[r], float(s), int(r))
+                for s, r in zip(srow, rrow, strict=True)
+                if r >= 0
+            ]
+            for srow, rrow in zip(scores, rows, strict=True)
+        ]
+
+
+def format_docs(hits: Sequence[Hit], count_tokens, max_tokens: int = 512) -> str:
+    """The agent-facing tool response: `Doc i(Title: t) text`, cut to a token budget."""
+    lines = [f"Doc {i}(Title: {h.title}) {h.text}" for i, h in enumerate(hits, 1)]
+    out = "\n".join(lines)
+    if count_tokens(out) <= max_tokens:
+        return out
+    words = out.split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:  # longest word prefix within the budget
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])

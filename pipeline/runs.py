@@ -1,0 +1,53 @@
+"""Run identity and the run record (resolved config + hash) kept with every run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pipeline.store import Store, atomic_write_bytes, utcnow
+from schemas.tables import SCHEMA_VERSION
+
+
+def default_run_id(cfg, date: dt.date | None = None) -> str:
+    """Same day + same config = same run: a rerun after a crash resumes instead of duplicating."""
+    date = date or utcnow().date()
+    return f"{date:%Y%m%d}-{cfg.profile}-{cfg.config_hash()[:8]}"
+
+
+def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
+    """Create or resume the run record; a resumed run must have the same config hash."""
+    prev = store.read_run(run_id)
+    if prev and prev["config_hash"] != cfg.config_hash():
+        raise ValueError(
+            f"run {run_id!r} exists with config {prev['config_hash']}, not {cfg.config_hash()}; "
+            "choose another --run-id or the original configuration"
+        )
+    run_dir = store.run_dir(run_id)
+    atomic_write_bytes(run_dir / "config.yaml", cfg.to_yaml().encode())
+    atomic_write_bytes(run_dir / "config_hash", (cfg.config_hash() + "\n").encode())
+    record = {
+        "run_id": run_id,
+        "run_date": prev["run_date"] if prev else utcnow().date(),
+        "profile": cfg.profile,
+        "config_hash": cfg.config_hash(),
+        "config_yaml": cfg.to_yaml(),
+        "started_at": prev["started_at"] if prev else utcnow(),
+        "finished_at": None,
+        "status": "running",
+        "shards_planned": shards_planned,
+        "shards_completed": len(store.completed_shards(run_id, verify=False)),
+        "schema_version": SCHEMA_VERSION,
+    }
+    store.write_run(record)
+    return record
+
+
+def finish_run(store: Store, record: dict, status: str) -> dict:
+    record = {
+        **record,
+        "status": status,
+        "finished_at": utcnow(),
+        "shards_completed": len(store.completed_shards(record["run_id"], verify=False)),
+    }
+    store.write_run(record)
+    return record
