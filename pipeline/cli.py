@@ -37,10 +37,15 @@ def _fail(msg: str, hint: str | None = None) -> None:
 def main(debug: Annotated[bool, typer.Option("--debug", help="Verbose logs.")] = False) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # The machines that run this have no route to Prefect's telemetry endpoint.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not debug:
+        for noisy in ("httpx", "httpcore", "faiss.loader", "sentence_transformers"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 @app.command()

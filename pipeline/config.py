@@ -63,6 +63,8 @@ class LLMConfig(_Section):
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     batch_size: int = Field(16, ge=1)
     max_prompt_tokens: int = Field(1536, ge=64)
+    # n samples of one prompt share a single prefill (KV cache copied n times).
+    share_prefix: bool = True
     # Where dequantized copies of GGUF models are cached so later loads take seconds.
     cache_dir: str = "~/.cache/evidence-curriculum/models"
     # vLLM / HTTP backends (GPU hosts); unused by the transformers backend.
@@ -96,7 +98,7 @@ class SelectorConfig(_Section):
 
 class GenerationConfig(_Section):
     # Number of source passages sampled per nightly run (one proposer call each).
-    num_sources: int = Field(48, ge=1)
+    num_sources: int = Field(40, ge=1)
     shard_size: int = Field(8, ge=1)
     # constrained: evidence is one sentence of the source (verbatim by construction);
     # free: the model copies a span itself, as in the paper, and the verbatim check filters.

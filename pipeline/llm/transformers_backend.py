@@ -27,6 +27,7 @@ class TransformersGenerator:
         batch_size: int = 16,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
         max_prompt_tokens: int = 1536,
+        share_prefix: bool = True,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -34,6 +35,7 @@ class TransformersGenerator:
         self.device = torch.device(device)
         self.batch_size = batch_size
         self.max_prompt_tokens = max_prompt_tokens
+        self.share_prefix = share_prefix
         self._stops: dict[tuple[str, ...], object] = {}
         if self.device.type == "cpu":
             torch.set_num_threads(os.cpu_count() or 1)
@@ -48,7 +50,13 @@ class TransformersGenerator:
     @classmethod
     def from_config(cls, llm) -> TransformersGenerator:
         return cls(
-            llm.model, llm.device, llm.dtype, llm.batch_size, llm.cache_dir, llm.max_prompt_tokens
+            llm.model,
+            llm.device,
+            llm.dtype,
+            llm.batch_size,
+            llm.cache_dir,
+            llm.max_prompt_tokens,
+            llm.share_prefix,
         )
 
     def count_tokens(self, text: str) -> int:
@@ -85,7 +93,8 @@ class TransformersGenerator:
                 max_length=self.max_prompt_tokens,
             ).to(self.device)
             ids, mask = enc["input_ids"], enc["attention_mask"]
-            cache = self._shared_prefix_cache(ids, mask, params.n) if params.n > 1 else None
+            share = self.share_prefix and params.n > 1
+            cache = self._shared_prefix_cache(ids, mask, params.n) if share else None
             ids, mask = ids.repeat_interleave(params.n, 0), mask.repeat_interleave(params.n, 0)
             if cache is not None:
                 gen_kwargs["past_key_values"] = cache
