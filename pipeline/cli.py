@@ -71,7 +71,7 @@ def nightly(
         f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}"
     )
     typer.echo(f"DuckDB catalog: {s.catalog}")
-    typer.echo('  try: curriculum sql "SELECT count(*), avg(verifier_v) FROM curriculum"')
+    typer.echo('  query it: .venv/bin/curriculum sql "SELECT * FROM funnel"')
 
 
 @app.command()

@@ -44,17 +44,21 @@ class CorpusReject:
     raw: str
 
 
-def open_text(path: Path) -> IO[str]:
-    """Open plain, gzip or zstd text transparently (streaming, never the whole file)."""
+def open_bytes(path: Path) -> IO[bytes]:
+    """Open plain, gzip or zstd files as a byte stream (streaming, never the whole file).
+
+    Lines are decoded one by one so a single bad UTF-8 byte is a reject of its line, not a
+    crash of the whole load.
+    """
     name = path.name.lower()
     if name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
+        return gzip.open(path, "rb")
     if name.endswith((".zst", ".zstd")):
         import zstandard
 
-        raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb"))
-        return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-    return path.open("r", encoding="utf-8", newline="\n")
+        raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True)
+        return io.BufferedReader(raw, buffer_size=1 << 20)
+    return path.open("rb")
 
 
 def split_contents(contents: str) -> tuple[str, str]:
@@ -109,9 +113,15 @@ def iter_corpus(path: str | Path, fmt: Format = "auto") -> Iterator[Passage | Co
     if not path.exists():
         raise CorpusError(f"corpus file not found: {path}")
     seen: dict[str, int] = {}
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    with open_bytes(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                text = raw.decode("utf-8", errors="replace").rstrip("\n")[:2000]
+                yield CorpusReject(str(path), lineno, None, f"invalid UTF-8 ({exc.reason})", text)
                 continue
             try:
                 pid, title, text = parse_line(line, fmt)
@@ -139,6 +149,7 @@ def load_corpus(
     on_error: Literal["raise", "reject"] = "raise",
     error_budget: float = 0.01,
     batch_rows: int = 50_000,
+    min_lines_for_budget: int = 1000,
 ) -> tuple[CorpusStats, list[CorpusReject]]:
     """Stream a corpus into a passages Parquet file (row = FAISS vector id).
 
@@ -164,6 +175,10 @@ def load_corpus(
                     raise CorpusError(f"{item.source_file}:{item.source_line}: {item.reason}")
                 rejects.append(item)
                 stats.rejected += 1
+                # Abort early on a badly broken file instead of reading 14 GB to find out.
+                seen = stats.passages + stats.rejected
+                if seen >= min_lines_for_budget and stats.rejected > error_budget * seen:
+                    _over_budget(path, tmp, stats, rejects, error_budget)
                 continue
             cols["id"].append(item.id)
             cols["title"].append(item.title)
@@ -178,14 +193,18 @@ def load_corpus(
         flush(writer)
     total = stats.passages + stats.rejected
     if total and stats.rejected / total > error_budget:
-        tmp.unlink(missing_ok=True)
-        first = rejects[0]
-        raise CorpusError(
-            f"{path}: {stats.rejected} of {total} lines rejected, over the error budget of "
-            f"{error_budget:.2%}; first: line {first.source_line}: {first.reason}"
-        )
+        _over_budget(path, tmp, stats, rejects, error_budget)
     if stats.passages == 0:
         tmp.unlink(missing_ok=True)
         raise CorpusError(f"{path}: no usable passages")
     tmp.replace(out_path)
     return stats, rejects
+
+
+def _over_budget(path, tmp: Path, stats: CorpusStats, rejects: list[CorpusReject], budget: float):
+    tmp.unlink(missing_ok=True)
+    first = rejects[0]
+    raise CorpusError(
+        f"{path}: {stats.rejected} of {stats.passages + stats.rejected} lines rejected so far, "
+        f"over the error budget of {budget:.2%}; first: line {first.source_line}: {first.reason}"
+    )

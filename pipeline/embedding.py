@@ -118,10 +118,13 @@ def embed_corpus(
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = out_dir / "embeddings_manifest.parquet"
     done: dict[int, dict] = {}
+    rows = pq.ParquetFile(passages_path).metadata.num_rows
     if manifest_path.exists():
         for row in read_shard(manifest_path, "embeddings_manifest").to_pylist():
+            start = row["shard"] * shard_size
             ok = (
-                row["model"] == embedder.model_ref
+                (row["row_start"], row["row_end"]) == (start, min(rows, start + shard_size))
+                and row["model"] == embedder.model_ref
                 and row["passage_prompt"] == embedder.passage_prompt
                 and row["corpus_fingerprint"] == fingerprint
                 and (out_dir / row["path"]).exists()
@@ -129,7 +132,6 @@ def embed_corpus(
             )
             if ok:
                 done[row["shard"]] = row
-    rows = pq.ParquetFile(passages_path).metadata.num_rows
     n_shards = (rows + shard_size - 1) // shard_size
     computed = 0
     for shard, start, end, texts in _shard_texts(passages_path, shard_size, skip=set(done)):

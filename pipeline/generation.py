@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, load_few_shot, proposer_prompt
-from pipeline.agents.proposer import Proposal, parse_proposal
+from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
 from pipeline.agents.solver import solve
 from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
 from pipeline.index import Retriever
@@ -110,7 +110,7 @@ def process_shard(
         parse_proposal(raw, pid, text, g.evidence_mode)
         for raw, pid, text in zip(raws, pids, texts, strict=True)
     ]
-    checks = [validity(p.question, p.answer) for p in proposals]
+    checks = [_check(p, ctx.shots) for p in proposals]
 
     # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
     solve_idx = [i for i, (ok, _) in enumerate(checks) if ok]
@@ -199,6 +199,14 @@ def process_shard(
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
     return ShardOutput(curriculum, rollouts, samples)
+
+
+def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
+    """The paper's validity filter, plus rejecting copies of our own few-shot examples."""
+    ok, reason = validity(p.question, p.answer)
+    if ok and copies_example(p.question, shots):
+        return False, "copies_few_shot_example"
+    return ok, reason
 
 
 def _record(
@@ -301,7 +309,8 @@ def run_generation(
     plan = plan_sources(len(ctx.passages.ids), cfg.generation.num_sources, cfg.seed, ctx.run_id)
     size = cfg.generation.shard_size
     n_shards = (len(plan) + size - 1) // size
-    done = ctx.store.completed_shards(ctx.run_id)
+    planned = {shard_name(i) for i in range(n_shards)}
+    done = ctx.store.completed_shards(ctx.run_id) & planned
     written = 0
     for shard in range(n_shards):
         if shard_name(shard) in done:

@@ -13,10 +13,15 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from pipeline.corpus import CorpusReject, load_corpus
 from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_index
-from pipeline.store import sha256_file
+from pipeline.store import read_shard, sha256_file, utcnow, write_parquet_atomic
+from schemas.tables import REJECTS
+
+REJECTS_FILE = "corpus_rejects.parquet"
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +32,31 @@ class IndexArtifacts:
     passages_path: Path
     fingerprint: str
     passages: int
-    rejects: list[CorpusReject]
     reused: bool
     embedded_shards: int
+
+    def rejects(self) -> list[dict]:
+        """Corpus lines rejected when this index was built (kept with the index)."""
+        path = self.dir / REJECTS_FILE
+        return read_shard(path, "rejects").to_pylist() if path.exists() else []
+
+
+def _save_rejects(path: Path, rejects: list[CorpusReject], key: str) -> None:
+    now = utcnow()
+    rows = [
+        {
+            "run_id": f"index-{key}",
+            "stage": "corpus",
+            "source_file": r.source_file,
+            "source_line": r.source_line,
+            "record_key": r.record_key,
+            "reason": r.reason,
+            "raw": r.raw,
+            "created_at": now,
+        }
+        for r in rejects
+    ]
+    write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REJECTS))
 
 
 def index_key(cfg, corpus_sha: str) -> str:
@@ -57,7 +84,7 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
     if (out / ".complete").exists():
         meta = json.loads((out / META_FILE).read_text())
         log.info("index %s unchanged; reusing %s", key, out)
-        return IndexArtifacts(out, passages_path, key, meta["count"], [], True, 0)
+        return IndexArtifacts(out, passages_path, key, meta["count"], True, 0)
     out.mkdir(parents=True, exist_ok=True)
     stats, rejects = load_corpus(
         corpus_path,
@@ -66,6 +93,8 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         cfg.corpus.on_error,
         cfg.corpus.error_budget,
     )
+    # Persist the rejects before the index is marked complete so a crash never loses them.
+    _save_rejects(out / REJECTS_FILE, rejects, key)
     embedder = embedder or Embedder.from_config(cfg)
     fp = corpus_fingerprint(passages_path)
     emb = embed_corpus(embedder, passages_path, out / "emb", cfg.embedding.shard_size, fp, progress)

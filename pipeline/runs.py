@@ -14,6 +14,11 @@ def default_run_id(cfg, date: dt.date | None = None) -> str:
     return f"{date:%Y%m%d}-{cfg.profile}-{cfg.config_hash()[:8]}"
 
 
+def generation_shards_done(store: Store, run_id: str) -> int:
+    """Generation shards are numbered; stage shards (e.g. the corpus rejects) are named."""
+    return sum(name.isdigit() for name in store.completed_shards(run_id, verify=False))
+
+
 def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
     """Create or resume the run record; a resumed run must have the same config hash."""
     prev = store.read_run(run_id)
@@ -35,7 +40,7 @@ def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
         "finished_at": None,
         "status": "running",
         "shards_planned": shards_planned,
-        "shards_completed": len(store.completed_shards(run_id, verify=False)),
+        "shards_completed": generation_shards_done(store, run_id),
         "schema_version": SCHEMA_VERSION,
     }
     store.write_run(record)
@@ -47,7 +52,7 @@ def finish_run(store: Store, record: dict, status: str) -> dict:
         **record,
         "status": status,
         "finished_at": utcnow(),
-        "shards_completed": len(store.completed_shards(record["run_id"], verify=False)),
+        "shards_completed": generation_shards_done(store, record["run_id"]),
     }
     store.write_run(record)
     return record

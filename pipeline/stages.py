@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,25 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def index_stage(cfg, run_id: str, progress: bool = True) -> IndexArtifacts:
-    """Build or reuse the index; corpus rejects of a fresh build land in this run's rejects."""
+    """Build or reuse the index; the corpus lines it rejected are listed in this run's rejects."""
     art = ensure_index(cfg, progress=progress)
-    if art.rejects:
-        store = Store.from_config(cfg)
-        now = utcnow()
-        rows = [
-            {
-                "run_id": run_id,
-                "stage": "corpus",
-                "source_file": r.source_file,
-                "source_line": r.source_line,
-                "record_key": r.record_key,
-                "reason": r.reason,
-                "raw": r.raw,
-                "created_at": now,
-            }
-            for r in art.rejects
-        ]
-        f = store.write_shard("rejects", run_id, now.date(), "corpus", rows)
+    rejects = art.rejects()
+    store = Store.from_config(cfg)
+    if rejects and "corpus" not in store.completed_shards(run_id, verify=False):
+        rows = [{**r, "run_id": run_id} for r in rejects]
+        f = store.write_shard("rejects", run_id, utcnow().date(), "corpus", rows)
         store.commit(run_id, "corpus", [f])
     return art
 
@@ -63,12 +50,14 @@ def generate_stage(
             retriever=Retriever(art.dir, embedder, cfg.index.nprobe),
             passages=Passages.read(art.passages_path),
             run_id=run_id,
-            run_date=record["run_date"]
-            if isinstance(record["run_date"], dt.date)
-            else utcnow().date(),
+            run_date=record["run_date"],
             embedder_model=embedder.model_ref,
         )
-        report = run_generation(ctx, on_shard=on_shard, should_stop=should_stop)
+        try:
+            report = run_generation(ctx, on_shard=on_shard, should_stop=should_stop)
+        except KeyboardInterrupt:
+            status = "stopped"  # committed shards stay; the rest is redone on resume
+            raise
         done = report.shards_done_before + report.shards_written
         status = "completed" if done == report.shards_planned else "stopped"
         return report

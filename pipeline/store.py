@@ -203,7 +203,14 @@ class Store:
         )
         manifest = self.run_dir(run_id) / "manifest.jsonl"
         manifest.parent.mkdir(parents=True, exist_ok=True)
-        with manifest.open("ab") as fh:
+        with manifest.open("ab+") as fh:
+            # A crash mid-append leaves a torn last line; start ours on a fresh line so it
+            # is not glued to the torn one and lost with it.
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
             fh.write(line + b"\n")
             fh.flush()
             os.fsync(fh.fileno())

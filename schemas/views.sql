@@ -46,11 +46,12 @@ FROM curriculum c
 LEFT JOIN passages p ON p.id = c.evidence_passage_id
 WHERE c.is_verbatim;
 
--- Histogram of the verifier score in 0.2-wide bins over [-1, 1].
+-- Histogram of the verifier score in 0.2-wide bins over [-1, 1] (bin = lower edge; V = 1
+-- falls in the top bin). Rounding first keeps exact MC values such as 0.6 - 0.4 in their bin.
 CREATE OR REPLACE VIEW verifier_histogram AS
 SELECT
     run_id,
-    round(floor(verifier_v * 5) / 5, 1) AS v_bin,
+    least(floor(round(verifier_v * 5, 9)), 4) / 5 AS v_bin,
     count(*) AS n
 FROM curriculum
 WHERE verifier_v IS NOT NULL

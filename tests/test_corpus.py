@@ -87,3 +87,23 @@ def test_gzip_and_plain_format(tmp_path):
         "Bonn lies on the Rhine.",
         1,
     )
+
+
+def test_invalid_utf8_is_a_reject_of_its_line_only(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(
+        GOOD.encode()
+        + b'{"id": "2", "contents": "\xff\xfe"}\n'
+        + GOOD.replace('"1"', '"3"').encode()
+    )
+    with pytest.raises(CorpusError, match=r"c\.jsonl:2: invalid UTF-8"):
+        load_corpus(path, tmp_path / "p.parquet")
+    stats, rejects = load_corpus(path, tmp_path / "p.parquet", on_error="reject", error_budget=0.5)
+    assert (stats.passages, stats.rejected, rejects[0].source_line) == (2, 1, 2)
+
+
+def test_error_budget_aborts_early_on_a_broken_file(tmp_path):
+    lines = [GOOD.replace('"1"', f'"{i}"') if i % 2 else "garbage\n" for i in range(1, 5001)]
+    path = write(tmp_path, "".join(lines))
+    with pytest.raises(CorpusError, match=r"500 of 1000 lines rejected so far"):
+        load_corpus(path, tmp_path / "p.parquet", on_error="reject", error_budget=0.1)

@@ -1,4 +1,5 @@
-from pipeline.agents.proposer import parse_fields, parse_proposal
+from pipeline.agents.prompts import FewShot
+from pipeline.agents.proposer import copies_example, parse_fields, parse_proposal
 from pipeline.evidence import locate, sentences
 
 TEXT = (
@@ -57,3 +58,20 @@ def test_parse_free_mode_and_missing_fields():
     p = parse_proposal(" only a question", "p1", TEXT, "free")
     assert (p.answer, p.evidence_status) == (None, "missing")
     assert parse_fields(" Q1\nAnswer: a\nAnswer: b") == {"question": "Q1", "answer": "a"}
+
+
+def test_copied_few_shot_question_is_detected():
+    shots = [
+        FewShot(
+            "Great Wall of China",
+            "x",
+            "Under which dynasty were the best-known sections of the Great Wall of China rebuilt?",
+            "the Ming dynasty",
+            1,
+        )
+    ]
+    assert copies_example(
+        "Under which dynasty were the best-known sections of the Great Wall rebuilt?", shots
+    )
+    assert not copies_example("Under which dynasty was Vienna rebuilt?", shots)
+    assert not copies_example(None, shots)

@@ -41,6 +41,10 @@ def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
     again = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 300, fp, progress=False)
     assert again.embedded_shards == 1
     assert np.array_equal(np.concatenate(load_shards(again.shards)), vecs)
+    # A different shard size never reuses shards cut at other row boundaries.
+    resized = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 400, fp, progress=False)
+    assert resized.embedded_shards == 3
+    assert np.allclose(np.concatenate(load_shards(resized.shards)), vecs, atol=1e-5)
 
 
 def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
@@ -57,3 +61,31 @@ def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
     assert any(h.title == "Albert Einstein" for h in top)
     text = format_docs(top, lambda s: len(s.split()), max_tokens=40)
     assert text.startswith("Doc 1(Title: ") and len(text.split()) <= 40
+
+
+def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp_cfg):
+    from pipeline.runs import generation_shards_done
+    from pipeline.stages import index_stage
+    from pipeline.store import Store
+    from tests.conftest import SAMPLE_CORPUS
+
+    lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:40]
+    lines.insert(10, "not json\n")
+    corpus = tmp_path / "broken.jsonl"
+    corpus.write_text("".join(lines), encoding="utf-8")
+    cfg = tmp_cfg(f"corpus.path={corpus}", "corpus.on_error=reject", "corpus.error_budget=0.05")
+    art = index_stage(cfg, "run-a", progress=False)
+    again = index_stage(cfg, "run-a", progress=False)  # a task retry: no duplicate listing
+    assert art.passages == 40 and again.reused
+    store = Store.from_config(cfg)
+    assert store.completed_shards("run-a") == {"corpus"}
+    assert generation_shards_done(store, "run-a") == 0  # stage shards are not generation shards
+    cat = store.refresh_catalog()
+    import duckdb
+
+    rows = (
+        duckdb.connect(str(cat))
+        .execute("SELECT run_id, source_line, reason FROM rejects")
+        .fetchall()
+    )
+    assert rows == [("run-a", 11, rows[0][2])] and "not valid JSON" in rows[0][2]

@@ -64,6 +64,9 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     proc.wait()
     committed_before = manifest.read_text().count("\n")
     assert 1 <= committed_before < 3
+    import orjson
+
+    before = [orjson.loads(line) for line in manifest.read_text().splitlines()]
 
     done = subprocess.run(
         _cli(tmp_path, run_id),
@@ -75,6 +78,15 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "DuckDB catalog:" in done.stdout
+    # Shards committed before the kill were neither redone nor recommitted.
+    after = [orjson.loads(line) for line in manifest.read_text().splitlines()]
+    assert [e["shard"] for e in after] == ["00000", "00001", "00002"]
+    assert after[: len(before)] == before
+    from pipeline.store import sha256_file
+
+    for entry in before:
+        for f in entry["files"]:
+            assert sha256_file(tmp_path / "out" / f["path"]) == f["sha256"]
 
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
     ids = [r[0] for r in con.execute("SELECT record_id FROM curriculum ORDER BY slot").fetchall()]

@@ -59,8 +59,12 @@ def test_torn_manifest_line_and_changed_file(tmp_path):
     with (store.run_dir("r1") / "manifest.jsonl").open("ab") as fh:
         fh.write(b'{"run_id": "r1", "shard": "000')  # crash mid-append
     assert set(store.manifest("r1")) == {"00000"}
+    # the next commit after the torn line must still be readable
+    f2 = store.write_shard("rejects", "r1", DAY, "00001", reject_rows("r1", 1))
+    store.commit("r1", "00001", [f2])
+    assert store.completed_shards("r1") == {"00000", "00001"}
     (tmp_path / "out" / f.path).write_bytes(b"corrupted")
-    assert store.completed_shards("r1") == set()
+    assert store.completed_shards("r1") == {"00001"}
 
 
 def test_reader_rejects_schema_mismatch(tmp_path):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipeline.agents.prompts import FewShot
 from pipeline.evidence import locate, sentences
+from pipeline.rewards import token_f1
 
 _FIELD = re.compile(r"^\s*(Question|Answer|Evidence)\s*:\s*(.*)$", re.IGNORECASE)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
@@ -54,3 +56,9 @@ def parse_proposal(raw: str, passage_id: str, passage_text: str, mode: str) -> P
     if loc is None:
         return Proposal(q, a, ev, None, None, None, "none", "not_in_source", raw)
     return Proposal(q, a, ev, loc.start, loc.end, loc.passage_id, loc.source, "verbatim", raw)
+
+
+def copies_example(question: str | None, shots: list[FewShot], threshold: float = 0.8) -> bool:
+    """A base model often repeats a few-shot question verbatim for an unrelated passage; such a
+    record is a prompt artifact, and its answer is in the verifier's prompt too."""
+    return bool(question) and any(token_f1(question, s.question) >= threshold for s in shots)

@@ -42,6 +42,9 @@ class TransformersGenerator:
         path = resolve_llm(model, cache_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.tokenizer.padding_side = "left"
+        # An over-long prompt loses its beginning (few-shot examples), never the part the
+        # model must continue from; score() cuts the same way.
+        self.tokenizer.truncation_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         kwargs = {} if dtype == "auto" else {"dtype": _DTYPES[dtype]}
