@@ -16,6 +16,8 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Show the resolved configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+index_app = typer.Typer(help="Build, query and serve the passage index.", no_args_is_help=True)
+app.add_typer(index_app, name="index")
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -90,6 +92,74 @@ def sql(
         _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     with con:
         con.sql(query).show(max_width=200)
+
+
+def _config(profile: str, overrides: list[str] | None):
+    try:
+        return load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+
+
+def _retriever(cfg):
+    from pipeline.embedding import Embedder
+    from pipeline.index import IndexMismatchError, Retriever
+    from pipeline.index_build import IndexNotBuiltError, find_index
+
+    try:
+        art = find_index(cfg)
+        return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
+    except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError) as exc:
+        _fail(str(exc), "run `curriculum index build` with the same profile and --set flags")
+
+
+@index_app.command("build")
+def index_build(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
+    """Corpus -> passages table -> embedding shards -> FAISS index (a no-op if unchanged)."""
+    _config(profile, overrides)
+    from flows.build_index import build_index
+
+    art = build_index(profile=profile, overrides=overrides or [])
+    state = "unchanged, reused" if art.reused else f"built ({art.embedded_shards} shards embedded)"
+    typer.echo(f"index {art.fingerprint}: {art.passages} passages, {state}")
+    typer.echo(f"  {art.dir}")
+
+
+@index_app.command("search")
+def index_search(
+    queries: Annotated[list[str], typer.Argument(help="One or more queries.")],
+    k: Annotated[int, typer.Option("-k", help="Passages per query.")] = 3,
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+) -> None:
+    """Search the index and print the agent-facing `Doc i(Title: ...)` blocks with scores."""
+    cfg = _config(profile, overrides)
+    retriever = _retriever(cfg)
+    for q, hits in zip(queries, retriever.search(queries, k), strict=True):
+        typer.secho(f"> {q}", bold=True)
+        for i, h in enumerate(hits, 1):
+            typer.echo(f"  {h.score:.4f}  Doc {i}(Title: {h.title}) {h.text[:160]}  [id {h.id}]")
+
+
+@index_app.command("serve")
+def index_serve(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (retrieval.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (retrieval.port).")] = None,
+) -> None:
+    """Serve POST /retrieve (Search-R1 protocol) and GET /health over the index."""
+    import uvicorn
+
+    from pipeline.server import Limits, create_app
+
+    cfg = _config(profile, overrides)
+    r = cfg.retrieval
+    limits = Limits(
+        max_topk=r.max_topk, max_queries=r.max_queries, max_query_chars=r.max_query_chars
+    )
+    app_ = create_app(_retriever(cfg), limits, default_topk=r.topk)
+    uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")
 
 
 @config_app.command("show")

@@ -42,18 +42,30 @@ class EmbeddingConfig(_Section):
     max_length: int = Field(256, ge=8)
     normalize: bool = True
     device: str = "cpu"
+    # Several devices start a process pool, e.g. [cuda:0, cuda:1] or [cpu, cpu].
+    devices: list[str] = []
     shard_size: int = Field(50_000, ge=1)
 
 
 class IndexConfig(_Section):
-    factory: str = "Flat"
+    # A FAISS index_factory string, or "auto": Flat below ivf_threshold vectors, else
+    # IVF{K},Flat with K ~ 8*sqrt(N) (always within 4*sqrt(N)..16*sqrt(N)).
+    factory: str = "auto"
+    ivf_threshold: int = Field(200_000, ge=1)
+    train_per_list: int = Field(64, ge=30, le=256)
     nprobe: int = Field(64, ge=1)
-    threads: int = Field(0, ge=0)  # 0 = all cores
+    threads: int = Field(0, ge=0)  # 0 = FAISS default (all cores)
 
 
 class RetrievalConfig(_Section):
     topk: int = Field(3, ge=1)
     max_tokens_per_response: int = Field(512, ge=16)
+    # Retrieval server (`curriculum index serve`): loopback unless deliberately exposed.
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    max_topk: int = Field(50, ge=1)
+    max_queries: int = Field(256, ge=1)
+    max_query_chars: int = Field(2048, ge=1)
 
 
 class LLMConfig(_Section):
@@ -86,6 +98,10 @@ class KGConfig(_Section):
     enwiki_only: bool = True
     workers: int = Field(1, ge=1)
     error_budget: float = Field(0.05, ge=0.0, le=1.0)
+    # Dump lines per parallel work unit (and per resumable part file).
+    chunk_lines: int = Field(5000, ge=1)
+    # Seeds for path expansion: entities linked to corpus passages; 0 = all of them.
+    num_seeds: int = Field(32, ge=0)
 
 
 class SelectorConfig(_Section):

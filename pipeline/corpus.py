@@ -1,4 +1,4 @@
-"""Streaming reader for passage corpora (FlashRAG/Search-R1 JSONL, plain JSONL; gz/zst).
+"""Streaming reader for passage corpora (FlashRAG/Search-R1 JSONL, plain JSONL, Parquet; gz/zst).
 
 Every bad line is reported with its file and line number; in `reject` mode it is counted and
 kept for the rejects table while the rest of the corpus still loads.
@@ -76,16 +76,21 @@ def parse_line(line: str, fmt: Format) -> tuple[str, str, str]:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc})") from None
+    return parse_record(obj, fmt)
+
+
+def parse_record(obj: object, fmt: Format) -> tuple[str, str, str]:
+    """Validate one decoded record (JSONL line or Parquet row) into (id, title, text)."""
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    if "id" not in obj:
+    if obj.get("id") is None:
         raise ValueError("missing field 'id'")
     pid = obj["id"]
     if isinstance(pid, int) and not isinstance(pid, bool):
         pid = str(pid)
     if not isinstance(pid, str) or not pid.strip():
         raise ValueError("field 'id' must be a non-empty string")
-    use_flashrag = fmt == "flashrag" or (fmt == "auto" and "contents" in obj)
+    use_flashrag = fmt == "flashrag" or (fmt == "auto" and obj.get("contents") is not None)
     if use_flashrag:
         contents = obj.get("contents")
         if contents is None:
@@ -107,33 +112,53 @@ def parse_line(line: str, fmt: Format) -> tuple[str, str, str]:
     return pid, title, text
 
 
+def _iter_raw(path: Path) -> Iterator[tuple[int, object | bytes]]:
+    """(line or row number, raw bytes of a JSONL line | decoded Parquet row dict)."""
+    if path.name.lower().endswith(".parquet"):
+        pf = pq.ParquetFile(path)
+        cols = [c for c in ("id", "contents", "title", "text") if c in pf.schema_arrow.names]
+        row = 0
+        for batch in pf.iter_batches(columns=cols, batch_size=65_536):
+            for rec in batch.to_pylist():
+                row += 1
+                yield row, rec
+        return
+    with open_bytes(path) as fh:
+        yield from enumerate(fh, 1)
+
+
 def iter_corpus(path: str | Path, fmt: Format = "auto") -> Iterator[Passage | CorpusReject]:
     """Yield passages and rejects in file order; duplicates of an earlier id are rejects."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus file not found: {path}")
     seen: dict[str, int] = {}
-    with open_bytes(path) as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                text = raw.decode("utf-8", errors="replace").rstrip("\n")[:2000]
-                yield CorpusReject(str(path), lineno, None, f"invalid UTF-8 ({exc.reason})", text)
-                continue
-            try:
+    for lineno, raw in _iter_raw(path):
+        try:
+            if isinstance(raw, bytes):
+                if not raw.strip():
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"invalid UTF-8 ({exc.reason})") from None
                 pid, title, text = parse_line(line, fmt)
-            except ValueError as exc:
-                yield CorpusReject(str(path), lineno, None, str(exc), line.rstrip("\n")[:2000])
-                continue
-            if pid in seen:
-                reason = f"duplicate id {pid!r} (first seen on line {seen[pid]})"
-                yield CorpusReject(str(path), lineno, pid, reason, line.rstrip("\n")[:2000])
-                continue
-            seen[pid] = lineno
-            yield Passage(pid, title, text, str(path), lineno)
+            else:
+                pid, title, text = parse_record(raw, fmt)
+        except ValueError as exc:
+            yield CorpusReject(str(path), lineno, None, str(exc), _shown(raw))
+            continue
+        if pid in seen:
+            reason = f"duplicate id {pid!r} (first seen on line {seen[pid]})"
+            yield CorpusReject(str(path), lineno, pid, reason, _shown(raw))
+            continue
+        seen[pid] = lineno
+        yield Passage(pid, title, text, str(path), lineno)
+
+
+def _shown(raw: object) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else repr(raw)
+    return text.rstrip("\n")[:2000]
 
 
 @dataclass

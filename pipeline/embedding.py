@@ -18,12 +18,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from pipeline.models import resolve_embedder
 from pipeline.store import read_shard, sha256_file, write_parquet_atomic
 from schemas.tables import EMBEDDINGS_MANIFEST
 
 log = logging.getLogger(__name__)
+
+# Texts per encode call inside a shard: large enough to keep batches full, small enough that
+# the progress bar moves every few seconds on a CPU.
+PROGRESS_CHUNK = 4096
 
 
 class Embedder:
@@ -38,6 +43,7 @@ class Embedder:
         max_length: int = 256,
         normalize: bool = True,
         device: str = "cpu",
+        devices: Sequence[str] = (),
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
@@ -49,6 +55,9 @@ class Embedder:
         self.model = SentenceTransformer(resolve_embedder(model), device=device)
         self.model.max_seq_length = max_length
         self.dim = int(self.model.get_embedding_dimension())
+        # Several devices (GPUs, or CPU processes) -> a sentence-transformers process pool.
+        self.devices = list(devices)
+        self._pool = None
 
     @classmethod
     def from_config(cls, cfg) -> Embedder:
@@ -63,7 +72,11 @@ class Embedder:
             e.device,
         )
 
-    def _encode(self, texts: Sequence[str], prompt: str, progress: bool) -> np.ndarray:
+    def _encode(
+        self, texts: Sequence[str], prompt: str, progress: bool, pool: bool = False
+    ) -> np.ndarray:
+        if pool and len(self.devices) > 1 and self._pool is None:
+            self._pool = self.model.start_multi_process_pool(target_devices=self.devices)
         vecs = self.model.encode(
             list(texts),
             prompt=prompt or None,
@@ -71,14 +84,21 @@ class Embedder:
             normalize_embeddings=self.normalize,
             convert_to_numpy=True,
             show_progress_bar=progress,
+            pool=self._pool if pool else None,
         )
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self.model.stop_multi_process_pool(self._pool)
+            self._pool = None
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         return self._encode(queries, self.query_prompt, progress=False)
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        return self._encode(texts, self.passage_prompt, progress=progress)
+        """Bulk corpus encoding: uses the multi-process pool when several devices are set."""
+        return self._encode(texts, self.passage_prompt, progress=progress, pool=True)
 
 
 def passage_text(title: str, text: str) -> str:
@@ -87,14 +107,21 @@ def passage_text(title: str, text: str) -> str:
 
 
 def corpus_fingerprint(passages_path: Path) -> str:
-    """Content hash of the passages table: ids, titles and texts in order."""
+    """Content hash of the passages table (ids, titles, texts in order), at buffer speed.
+
+    Each batch is hashed as its values' UTF-8 bytes plus their lengths, so the result does not
+    depend on how Arrow chunked the file.
+    """
     h = hashlib.sha256()
     pf = pq.ParquetFile(passages_path)
     for batch in pf.iter_batches(columns=["id", "title", "text"], batch_size=65_536):
         for col in batch.columns:
-            for v in col.to_pylist():
-                h.update(v.encode("utf-8"))
-                h.update(b"\x00")
+            arr = pa.concat_arrays([col.cast(pa.large_string())])  # offset 0, 64-bit offsets
+            offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[: len(arr) + 1]
+            h.update(np.diff(offsets).tobytes())
+            data = arr.buffers()[2]
+            if data is not None:
+                h.update(memoryview(data)[offsets[0] : offsets[-1]])
     return h.hexdigest()[:16]
 
 
@@ -134,9 +161,17 @@ def embed_corpus(
                 done[row["shard"]] = row
     n_shards = (rows + shard_size - 1) // shard_size
     computed = 0
+    todo = sum(
+        min(rows, (k + 1) * shard_size) - k * shard_size for k in range(n_shards) if k not in done
+    )
+    bar = tqdm(total=todo, unit="passage", desc="embedding", disable=not progress or todo == 0)
     for shard, start, end, texts in _shard_texts(passages_path, shard_size, skip=set(done)):
         log.info("embedding shard %d/%d (rows %d-%d)", shard + 1, n_shards, start, end)
-        vecs = embedder.encode_passages(texts, progress=progress)
+        parts = []
+        for i in range(0, len(texts), PROGRESS_CHUNK):  # chunked so the bar shows rate and ETA
+            parts.append(embedder.encode_passages(texts[i : i + PROGRESS_CHUNK]))
+            bar.update(len(parts[-1]))
+        vecs = np.concatenate(parts)
         name = f"emb-{shard:05d}.npy"
         tmp = out_dir / f".{name}.tmp-{os.getpid()}.npy"
         np.save(tmp, vecs)
@@ -162,6 +197,8 @@ def embed_corpus(
         write_parquet_atomic(
             manifest_path, pa.Table.from_pylist(entries, schema=EMBEDDINGS_MANIFEST)
         )
+    bar.close()
+    log.info("embeddings: %d shards computed, %d reused", computed, n_shards - computed)
     return EmbedResult(
         [out_dir / done[k]["path"] for k in range(n_shards)], embedder.dim, rows, computed
     )

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, load_few_shot, proposer_prompt
 from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
@@ -50,24 +49,11 @@ def plan_sources(n_passages: int, num_sources: int, seed: int, run_id: str) -> n
 
 
 @dataclass
-class Passages:
-    ids: list[str]
-    titles: list[str]
-    texts: list[str]
-
-    @classmethod
-    def read(cls, path) -> Passages:
-        t = pq.read_table(path, columns=["id", "title", "text"])
-        return cls(t["id"].to_pylist(), t["title"].to_pylist(), t["text"].to_pylist())
-
-
-@dataclass
 class GenerationContext:
     cfg: object
     store: Store
     generator: Generator
     retriever: Retriever
-    passages: Passages
     run_id: str
     run_date: dt.date
     embedder_model: str
@@ -88,9 +74,7 @@ def process_shard(
     cfg, gen = ctx.cfg, ctx.generator
     g, v, r = cfg.generation, cfg.verifier, cfg.rewards
     seed = stable_int(cfg.seed, ctx.run_id, shard)
-    pids = [ctx.passages.ids[i] for i in rows]
-    titles = [ctx.passages.titles[i] for i in rows]
-    texts = [ctx.passages.texts[i] for i in rows]
+    pids, titles, texts = map(list, zip(*ctx.retriever.passages.get(rows), strict=True))
     rids = [record_id(ctx.run_id, s, p) for s, p in zip(slots, pids, strict=True)]
 
     prompts = [
@@ -306,7 +290,8 @@ def run_generation(
     """
     cfg = ctx.cfg
     ctx.shots = ctx.shots or load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
-    plan = plan_sources(len(ctx.passages.ids), cfg.generation.num_sources, cfg.seed, ctx.run_id)
+    n_passages = len(ctx.retriever.passages)
+    plan = plan_sources(n_passages, cfg.generation.num_sources, cfg.seed, ctx.run_id)
     size = cfg.generation.shard_size
     n_shards = (len(plan) + size - 1) // size
     planned = {shard_name(i) for i in range(n_shards)}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import faiss
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.embedding import Embedder, load_shards
@@ -33,14 +34,26 @@ class IndexMismatchError(RuntimeError):
     pass
 
 
-def choose_factory(factory: str, n: int) -> str:
-    """`auto` picks Flat for small corpora and IVF with K ~ 8*sqrt(N) above 200k vectors."""
+def set_threads(threads: int = 0) -> int:
+    """FAISS threads, set explicitly (0 = all cores): its OpenMP default may not match the
+    container's CPU quota."""
+    n = threads or os.cpu_count() or 1
+    faiss.omp_set_num_threads(n)
+    return n
+
+
+def ivf_lists(n: int) -> int:
+    """IVF list count: the power of two nearest 8*sqrt(N), kept within [4, 16]*sqrt(N)."""
+    root = math.sqrt(max(n, 1))
+    k = 1 << max(0, round(math.log2(8 * root)))
+    return int(min(max(k, math.ceil(4 * root)), math.floor(16 * root)))
+
+
+def choose_factory(factory: str, n: int, ivf_threshold: int = 200_000) -> str:
+    """`auto`: Flat below `ivf_threshold` vectors, else IVF{K},Flat; other strings pass through."""
     if factory != "auto":
         return factory
-    if n < 200_000:
-        return "Flat"
-    k = 1 << round(math.log2(8 * math.sqrt(n)))
-    return f"IVF{k},Flat"
+    return "Flat" if n < ivf_threshold else f"IVF{ivf_lists(n)},Flat"
 
 
 def build_index(
@@ -50,24 +63,29 @@ def build_index(
     out_dir: Path,
     meta: dict,
     threads: int = 0,
-    train_sample: int = 256,
+    train_per_list: int = 64,
     seed: int = 0,
+    ivf_threshold: int = 200_000,
 ) -> Path:
-    """Build, save and describe an inner-product index from memory-mapped shards."""
-    if threads:
-        faiss.omp_set_num_threads(threads)
+    """Build, save and describe an inner-product index from memory-mapped shards.
+
+    IVF indexes train on `train_per_list` x K vectors (FAISS wants 30-256 per list), sampled
+    uniformly from the shards without loading them whole.
+    """
+    if not 30 <= train_per_list <= 256:
+        raise ValueError("train_per_list must be within 30..256 vectors per inverted list")
+    set_threads(threads)
     shards = load_shards(shard_paths)
     n = sum(s.shape[0] for s in shards)
-    factory = choose_factory(factory, n)
+    factory = choose_factory(factory, n, ivf_threshold)
     index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        ivf = faiss.extract_index_ivf(index)
-        n_train = min(n, max(30 * ivf.nlist, train_sample * ivf.nlist // 4))
+        nlist = faiss.extract_index_ivf(index).nlist
+        n_train = min(n, train_per_list * nlist)
         rng = np.random.default_rng(seed)
         rows = np.sort(rng.choice(n, size=n_train, replace=False))
-        sample = _gather(shards, rows)
         log.info("training %s on %d vectors", factory, n_train)
-        index.train(sample)
+        index.train(_gather(shards, rows))
     for s in shards:
         for i in range(0, s.shape[0], 65_536):
             index.add(np.ascontiguousarray(s[i : i + 65_536], dtype=np.float32))
@@ -90,6 +108,23 @@ def _gather(shards: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(out))
 
 
+class PassageTable:
+    """Passage id/title/text by row (= vector id), kept as one Arrow table, not Python lists:
+    21M passages as Python strings would cost several times the text size."""
+
+    def __init__(self, path: Path) -> None:
+        self.table = pq.read_table(path, columns=["id", "title", "text"], memory_map=True)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def get(self, rows: Sequence[int]) -> list[tuple[str, str, str]]:
+        t = self.table.take(pa.array(rows, type=pa.int64()))
+        return list(
+            zip(t["id"].to_pylist(), t["title"].to_pylist(), t["text"].to_pylist(), strict=True)
+        )
+
+
 @dataclass(frozen=True)
 class Hit:
     id: str
@@ -102,7 +137,15 @@ class Hit:
 class Retriever:
     """Batched dense search: `search(queries, k)` -> per query a list of Hits."""
 
-    def __init__(self, index_dir: Path, embedder: Embedder, nprobe: int = 64, mmap: bool = True):
+    def __init__(
+        self,
+        index_dir: Path,
+        embedder: Embedder,
+        nprobe: int = 64,
+        mmap: bool = True,
+        threads: int = 0,
+    ):
+        set_threads(threads)
         self.index_dir = Path(index_dir)
         self.meta = json.loads((self.index_dir / META_FILE).read_text())
         if (self.meta["model"], self.meta["query_prompt"]) != (
@@ -125,10 +168,7 @@ class Retriever:
             with contextlib.suppress(RuntimeError):  # RuntimeError: not an IVF index
                 faiss.extract_index_ivf(self.index).nprobe = nprobe
         self.embedder = embedder
-        tbl = pq.read_table(self.index_dir / PASSAGES_FILE, columns=["id", "title", "text"])
-        self.ids = tbl["id"].to_pylist()
-        self.titles = tbl["title"].to_pylist()
-        self.texts = tbl["text"].to_pylist()
+        self.passages = PassageTable(self.index_dir / PASSAGES_FILE)
 
     @property
     def fingerprint(self) -> str:
@@ -141,9 +181,11 @@ class Retriever:
         if not queries:
             return []
         scores, rows = self.search_vectors(self.embedder.encode_queries(queries), k)
+        flat = [int(r) for r in rows.ravel() if r >= 0]
+        found = dict(zip(flat, self.passages.get(flat), strict=True))
         return [
             [
-                Hit(self.ids[r], self.titles[r], self.texts[r], float(s), int(r))
+                Hit(*found[int(r)], float(s), int(r))
                 for s, r in zip(srow, rrow, strict=True)
                 if r >= 0
             ]

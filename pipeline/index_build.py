@@ -70,21 +70,44 @@ def index_key(cfg, corpus_sha: str) -> str:
         "max_length": e.max_length,
         "normalize": e.normalize,
         "factory": i.factory,
+        "ivf_threshold": i.ivf_threshold,
+        "train_per_list": i.train_per_list,
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -> IndexArtifacts:
-    """Build the index for the configured corpus, or reuse the finished one."""
+class IndexNotBuiltError(RuntimeError):
+    pass
+
+
+def _locate(cfg) -> tuple[Path, Path, str, str]:
     corpus_path = cfg.resolve_path(cfg.corpus.path)
+    if not corpus_path.exists():
+        raise FileNotFoundError(f"corpus not found: {corpus_path} (corpus.path)")
     corpus_sha = sha256_file(corpus_path)
     key = index_key(cfg, corpus_sha)
-    out = cfg.resolve_path(cfg.store.out_dir) / "index" / key
+    return corpus_path, cfg.resolve_path(cfg.store.out_dir) / "index" / key, key, corpus_sha
+
+
+def find_index(cfg) -> IndexArtifacts:
+    """The finished index for the configured corpus and settings, without building anything."""
+    _, out, key, _ = _locate(cfg)
+    if not (out / ".complete").exists():
+        raise IndexNotBuiltError(
+            f"no finished index for this corpus and configuration at {out}; "
+            "run `curriculum index build` first"
+        )
+    meta = json.loads((out / META_FILE).read_text())
+    return IndexArtifacts(out, out / PASSAGES_FILE, key, meta["count"], True, 0)
+
+
+def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -> IndexArtifacts:
+    """Build the index for the configured corpus, or reuse the finished one."""
+    corpus_path, out, key, corpus_sha = _locate(cfg)
     passages_path = out / PASSAGES_FILE
     if (out / ".complete").exists():
-        meta = json.loads((out / META_FILE).read_text())
         log.info("index %s unchanged; reusing %s", key, out)
-        return IndexArtifacts(out, passages_path, key, meta["count"], True, 0)
+        return find_index(cfg)
     out.mkdir(parents=True, exist_ok=True)
     stats, rejects = load_corpus(
         corpus_path,
@@ -109,8 +132,16 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         "fingerprint": key,
         "rejected_lines": stats.rejected,
     }
-    build_index(emb.shards, emb.dim, cfg.index.factory, out, meta, cfg.index.threads, seed=cfg.seed)
-    (out / ".complete").write_text(INDEX_FILE + "\n")
-    return IndexArtifacts(
-        out, passages_path, key, stats.passages, rejects, False, emb.embedded_shards
+    build_index(
+        emb.shards,
+        emb.dim,
+        cfg.index.factory,
+        out,
+        meta,
+        cfg.index.threads,
+        cfg.index.train_per_list,
+        cfg.seed,
+        cfg.index.ivf_threshold,
     )
+    (out / ".complete").write_text(INDEX_FILE + "\n")
+    return IndexArtifacts(out, passages_path, key, stats.passages, False, emb.embedded_shards)

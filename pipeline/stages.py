@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.embedding import Embedder
-from pipeline.generation import GenerationContext, GenerationReport, Passages, run_generation
+from pipeline.generation import GenerationContext, GenerationReport, run_generation
 from pipeline.index import Retriever
 from pipeline.index_build import IndexArtifacts, ensure_index
 from pipeline.llm import make_generator
@@ -47,8 +47,7 @@ def generate_stage(
             cfg=cfg,
             store=store,
             generator=make_generator(cfg.llm),
-            retriever=Retriever(art.dir, embedder, cfg.index.nprobe),
-            passages=Passages.read(art.passages_path),
+            retriever=Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads),
             run_id=run_id,
             run_date=record["run_date"],
             embedder_model=embedder.model_ref,

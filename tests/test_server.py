@@ -1,0 +1,115 @@
+"""The retrieval server as trainers use it: a real process on 127.0.0.1, a real HTTP client."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from pipeline.index_build import ensure_index
+from tests.conftest import ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedder):
+    from pipeline.config import load_config
+
+    out = tmp_path_factory.mktemp("srv") / "out"
+    sets = [f"store.out_dir={out}", "retrieval.max_topk=10", "retrieval.max_queries=4"]
+    ensure_index(load_config(None, sets), embedder, progress=False)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pipeline.cli", "index", "serve", "--port", str(port)]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited: {proc.stdout.read()[-2000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("server did not become healthy")
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_health(server):
+    body = httpx.get(f"{server}/health").json()
+    assert body["status"] == "ok" and body["count"] >= 400 and body["factory"] == "Flat"
+
+
+def test_search_r1_request_shape_with_scores(server):
+    req = {
+        "queries": ["Where was Albert Einstein born?", "Which river flows through Vienna?"],
+        "topk": 3,
+        "return_scores": True,
+    }
+    res = httpx.post(f"{server}/retrieve", json=req, timeout=60)
+    assert res.status_code == 200
+    result = res.json()["result"]
+    assert len(result) == 2 and all(len(r) == 3 for r in result)
+    first = result[0]
+    assert set(first[0]) == {"document", "score"} and set(first[0]["document"]) == {
+        "id",
+        "contents",
+    }
+    assert [d["score"] for d in first] == sorted((d["score"] for d in first), reverse=True)
+    assert first[0]["document"]["contents"].startswith('"')  # "Title"\ntext as in the corpus
+    titles = [d["document"]["contents"].split("\n", 1)[0].strip('"') for d in first]
+    assert "Albert Einstein" in titles or "Ulm" in titles
+
+
+def test_without_scores_and_default_topk(server):
+    res = httpx.post(f"{server}/retrieve", json={"queries": ["Mozart"]}, timeout=60)
+    docs = res.json()["result"][0]
+    assert res.status_code == 200 and len(docs) == 3 and set(docs[0]) == {"id", "contents"}
+
+
+@pytest.mark.parametrize(
+    "body, needle",
+    [
+        ({"queries": ["x"], "topk": 0}, "topk"),
+        ({"queries": ["x"], "topk": 11}, "topk"),
+        ({"queries": []}, "queries"),
+        ({"queries": ["a", "b", "c", "d", "e"]}, "queries"),
+        ({"queries": ["x" * 5000]}, "limit is 2048"),
+        ({"queries": ["   "]}, "query 0 is empty"),
+        ({"topk": 3}, "queries"),
+        ({"queries": "not a list"}, "queries"),
+        ({"queries": ["x"], "nprobe": 1}, "nprobe"),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_message(server, body, needle):
+    res = httpx.post(f"{server}/retrieve", json=body, timeout=30)
+    assert 400 <= res.status_code < 500
+    assert needle in res.json()["error"]
+
+
+def test_malformed_json_is_a_4xx(server):
+    res = httpx.post(
+        f"{server}/retrieve", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert 400 <= res.status_code < 500
