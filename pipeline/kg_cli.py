@@ -1,0 +1,108 @@
+"""`curriculum kg ingest|extract|stats`: the knowledge-graph stage from the command line."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from pipeline.config import ConfigError, load_config
+
+kg_app = typer.Typer(
+    help="Wikidata dump -> entity/edge tables -> LLM-guided subgraphs.", no_args_is_help=True
+)
+
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, e.g. --set kg.num_seeds=8."),
+]
+
+
+def _fail(msg: str, hint: str | None = None) -> None:
+    typer.secho(f"error: {msg}", fg="red", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(2)
+
+
+def _config(profile: str, overrides: list[str] | None):
+    try:
+        return load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+
+
+@kg_app.command("ingest")
+def ingest(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-w", help="Worker processes (kg.workers).")
+    ] = None,
+) -> None:
+    """Stream the dump (kg.dump_path) into entities / edges / rejects Parquet parts."""
+    from pipeline.wikidata import DumpError
+    from pipeline.wikidata import ingest as run_ingest
+
+    cfg = _config(profile, overrides)
+    try:
+        rep = run_ingest(cfg, workers)
+    except DumpError as exc:
+        _fail(str(exc), "raise kg.error_budget to accept more bad lines, or fix the dump")
+    state = "unchanged, reused" if rep.reused else f"{rep.seconds:.1f}s"
+    typer.echo(
+        f"{rep.source_file}: {rep.lines} lines -> {rep.items} items, {rep.properties} "
+        f"properties, {rep.edges} truthy edges, {rep.rejects} rejects ({state})"
+    )
+    if rep.not_enwiki:
+        typer.echo(f"  {rep.not_enwiki} items without an enwiki sitelink left out (kg.enwiki_only)")
+    for what, counts in (("skipped", rep.skipped), ("statements", rep.issues)):
+        if counts:
+            typer.echo(f"  {what}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    typer.echo(f"  {rep.dir}")
+
+
+@kg_app.command("extract")
+def extract(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
+    """Ingest if needed, then LLM-guided path expansion + distractors (a Prefect flow)."""
+    _config(profile, overrides)
+    from flows.extract_subgraphs import extract_subgraphs
+
+    res = extract_subgraphs(profile=profile, overrides=overrides or [])
+    state = "unchanged, reused" if res.reused else "extracted"
+    typer.echo(
+        f"{res.subgraphs} subgraphs from {res.seeds} seeds ({res.rejected} seeds without one), "
+        f"{state}"
+    )
+    typer.echo(f"  {res.subgraphs_path}")
+
+
+@kg_app.command("stats")
+def stats(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw statistics.")] = False,
+) -> None:
+    """Figure-5 style report: path lengths, answer types, relations, relations per subgraph."""
+    from pipeline.wikidata import KGNotReadyError, find_extract, format_stats
+
+    cfg = _config(profile, overrides)
+    try:
+        res = find_extract(cfg)
+    except (KGNotReadyError, FileNotFoundError) as exc:
+        _fail(str(exc), "run `curriculum kg extract` with the same profile and --set flags")
+    if as_json:
+        typer.echo(json.dumps(res.stats, indent=2))
+        return
+    typer.echo(format_stats(res.stats))
+    run = res.stats.get("run", {})
+    if run:
+        typer.echo(
+            f"seeds {run.get('seeds')}, rejected {run.get('rejected')}, "
+            f"{run.get('generate_calls')} generate calls ({run.get('prompts')} prompts, "
+            f"{run.get('llm_seconds')}s in the LLM), model {run.get('model')}"
+        )
