@@ -1,4 +1,7 @@
-"""The nightly Prefect flow: index -> generate -> land. Thin wiring over pipeline.stages."""
+"""The nightly Prefect flow: index -> kg -> generate (selector plan) -> feedback -> land.
+
+Thin wiring over pipeline.stages; one nightly run is one self-evolution iteration.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,14 @@ from prefect.cache_policies import NO_CACHE
 
 from pipeline.config import load_config
 from pipeline.runs import default_run_id
-from pipeline.stages import RunSummary, generate_stage, index_stage, land_stage
+from pipeline.stages import (
+    RunSummary,
+    feedback_stage,
+    generate_stage,
+    index_stage,
+    kg_stage,
+    land_stage,
+)
 
 
 @task(name="index", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
@@ -20,6 +30,19 @@ def index_task(cfg, run_id: str):
         "reused" if art.reused else "built",
     )
     return art
+
+
+@task(name="kg", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def kg_task(cfg):
+    res = kg_stage(cfg)
+    if res is not None:
+        get_run_logger().info(
+            "kg: %d subgraphs (%s) at %s",
+            res.subgraphs,
+            "reused" if res.reused else "extracted",
+            res.dir,
+        )
+    return res
 
 
 @task(name="generate", cache_policy=NO_CACHE)
@@ -35,6 +58,15 @@ def generate_task(cfg, art, run_id: str):
         report.shards_written,
     )
     return report
+
+
+@task(name="selector-feedback", cache_policy=NO_CACHE)
+def feedback_task(cfg, art, run_id: str) -> bool:
+    applied = feedback_stage(cfg, art, run_id)
+    get_run_logger().info(
+        "selector: %s", "feedback applied" if applied else "nothing to apply (incomplete or done)"
+    )
+    return applied
 
 
 @task(name="land", cache_policy=NO_CACHE)
@@ -53,5 +85,7 @@ def nightly(
     run_id = run_id or default_run_id(cfg)
     get_run_logger().info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
     art = index_task(cfg, run_id)
+    kg_task(cfg)
     generate_task(cfg, art, run_id)
+    feedback_task(cfg, art, run_id)
     return land_task(cfg, art, run_id)

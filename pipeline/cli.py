@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from pipeline.config import ConfigError, load_config
+from pipeline.kg_cli import kg_app
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.", no_args_is_help=True
@@ -18,6 +19,9 @@ config_app = typer.Typer(help="Show the resolved configuration.", no_args_is_hel
 app.add_typer(config_app, name="config")
 index_app = typer.Typer(help="Build, query and serve the passage index.", no_args_is_help=True)
 app.add_typer(index_app, name="index")
+selector_app = typer.Typer(help="Inspect the bandit source selector.", no_args_is_help=True)
+app.add_typer(selector_app, name="selector")
+app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -58,7 +62,7 @@ def nightly(
         str | None, typer.Option(help="Name of the run; reuse it to resume after a crash.")
     ] = None,
 ) -> None:
-    """Run the nightly flow (index -> generate -> land) as a Prefect flow and print a summary."""
+    """Run the nightly flow (index, selector plan, generate, feedback, land); print a summary."""
     try:
         cfg = load_config(profile, overrides or [])
     except ConfigError as exc:
@@ -160,6 +164,64 @@ def index_serve(
     )
     app_ = create_app(_retriever(cfg), limits, default_topk=r.topk)
     uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")
+
+
+@app.command()
+def cluster(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    iteration: Annotated[
+        int | None, typer.Option(help="Selector iteration (default: the next one).")
+    ] = None,
+) -> None:
+    """Cluster the indexed corpus with mini-batch k-means for a selector iteration (K_t)."""
+    _config(profile, overrides)
+    from flows.cluster_corpus import cluster_corpus
+
+    res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
+    sizes = res.sizes()
+    typer.echo(
+        f"K={res.k} clusters over {res.n_rows} passages (sizes {sizes.min()}..{sizes.max()}); "
+        f"inertia {res.inertia:.2f}\n  {res.dir}"
+    )
+
+
+@selector_app.command("show")
+def selector_show(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    iteration: Annotated[
+        int | None, typer.Option(help="Saved iteration (default: the latest).")
+    ] = None,
+) -> None:
+    """Print both bandits' arms after an iteration: pulls, mean reward and UCB score."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from pipeline.plan import selector_dirs
+    from pipeline.selector import saved_iterations, ucb_scores
+    from pipeline.selector.state import iteration_dir
+
+    cfg = _config(profile, overrides)
+    _, state_dir = selector_dirs(cfg)
+    saved = saved_iterations(state_dir)
+    if not saved:
+        _fail(f"no selector state under {state_dir}", "run the nightly flow first")
+    t = iteration if iteration is not None else saved[-1]
+    if t not in saved:
+        _fail(f"iteration {t} was not saved; saved: {saved}")
+    tbl = pq.read_table(iteration_dir(state_dir, t) / "selector_state.parquet").to_pylist()
+    typer.echo(f"selector iteration {t} (saved: {saved}) at {state_dir}")
+    for bandit in ("cluster", "task_type"):
+        arms = [r for r in tbl if r["bandit"] == bandit]
+        pulls = np.array([r["pulls"] for r in arms])
+        sums = np.array([r["reward_sum"] for r in arms])
+        ucb = ucb_scores(pulls, sums, cfg.selector.beta)
+        typer.secho(f"\n{bandit} bandit ({len(arms)} arms)", bold=True)
+        typer.echo(f"  {'arm':>14} {'pulls':>8} {'mean':>8} {'ucb':>8}")
+        for r, u in zip(arms, ucb, strict=True):
+            mean = r["reward_sum"] / max(r["pulls"], 1)
+            typer.echo(f"  {r['arm']:>14} {r['pulls']:>8.0f} {mean:>8.3f} {u:>8.3f}")
 
 
 @config_app.command("show")

@@ -86,6 +86,9 @@ class LLMConfig(_Section):
 
 
 class KGConfig(_Section):
+    # Run dump ingest + subgraph extraction in the nightly flow (reused when unchanged) and
+    # offer linked subgraphs to the proposer.
+    nightly: bool = True
     dump_path: str = "data/sample/wikidata_sample.json"
     min_hops: int = Field(3, ge=1)
     max_hops: int = Field(7, ge=1)

@@ -1,8 +1,8 @@
-"""The generate stage: plan sources, propose, check, solve, verify, reward, land shards.
+"""The generate stage: propose, check, solve, verify, reward and land each shard of a plan.
 
-A run's sampling plan is a pure function of (seed, run id, corpus), so a rerun of the same run
-id rebuilds the same plan, skips every committed shard and regenerates only the rest with the
-same per-shard seeds. Record ids hash (run id, plan slot, passage id) and never repeat.
+A run's plan (pipeline.plan) is drawn once and stored, so a rerun of the same run id skips
+every committed shard and regenerates only the rest with the same per-shard seeds. Record ids
+hash (run id, plan slot, passage id) and never repeat.
 """
 
 from __future__ import annotations
@@ -13,22 +13,28 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from pipeline.agents.prompts import PROPOSER_STOP, FewShot, load_few_shot, proposer_prompt
+from pipeline.agents.prompts import (
+    PROPOSER_STOP,
+    FewShot,
+    load_few_shot,
+    proposer_prompt,
+    render_path,
+)
 from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
 from pipeline.agents.solver import solve
 from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
 from pipeline.index import Retriever
 from pipeline.llm.base import Generator, SamplingParams
+from pipeline.plan import Plan, PlanItem
 from pipeline.rewards import brevity, difficulty, format_score, proposer_reward, validity
 from pipeline.store import ShardFile, Store, utcnow
 from schemas.tables import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
-TASK_TYPE = "factual"  # the bandit selector chooses task types once it lands
-HOPS = 1  # single-turn proposer: one hop, no tool calls
+# The foundation proposer is single-turn: it makes no tool calls and has no planning turn, so
+# F_think = 0 and F_tool(h) = min(1/h, 1) until the multi-turn rollout engine lands.
+ASSISTANT_TURNS, PLANNING_TURNS, TOOL_CALLS = 1, 0, 0
 
 
 def stable_int(*parts: object) -> int:
@@ -38,14 +44,6 @@ def stable_int(*parts: object) -> int:
 
 def record_id(run_id: str, slot: int, passage_id: str) -> str:
     return hashlib.sha256(f"{run_id}|{slot}|{passage_id}".encode()).hexdigest()[:24]
-
-
-def plan_sources(n_passages: int, num_sources: int, seed: int, run_id: str) -> np.ndarray:
-    """Uniform sample of passage rows (without replacement while the corpus allows it)."""
-    rng = np.random.default_rng(stable_int(seed, run_id, "plan"))
-    if num_sources <= n_passages:
-        return np.sort(rng.choice(n_passages, size=num_sources, replace=False))
-    return rng.integers(0, n_passages, size=num_sources)
 
 
 @dataclass
@@ -58,6 +56,8 @@ class GenerationContext:
     run_date: dt.date
     embedder_model: str
     shots: list[FewShot] = field(default_factory=list)
+    # KG subgraphs by id (from the kg stage), offered to the proposer when linked.
+    subgraphs: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,19 +67,22 @@ class ShardOutput:
     verifier_samples: list[dict]
 
 
-def process_shard(
-    ctx: GenerationContext, shard: int, slots: Sequence[int], rows: Sequence[int]
-) -> ShardOutput:
+def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem]) -> ShardOutput:
     """Everything for one shard of the plan, batched: one generate call per step."""
     cfg, gen = ctx.cfg, ctx.generator
     g, v, r = cfg.generation, cfg.verifier, cfg.rewards
     seed = stable_int(cfg.seed, ctx.run_id, shard)
+    rows = [it.passage_row for it in items]
     pids, titles, texts = map(list, zip(*ctx.retriever.passages.get(rows), strict=True))
-    rids = [record_id(ctx.run_id, s, p) for s, p in zip(slots, pids, strict=True)]
+    if pids != [it.passage_id for it in items]:
+        raise RuntimeError("the plan's passage ids do not match the index; was it rebuilt?")
+    rids = [record_id(ctx.run_id, it.slot, it.passage_id) for it in items]
 
+    graphs = [ctx.subgraphs.get(it.subgraph_id) if it.subgraph_id else None for it in items]
+    facts = [render_path(sg["target_path"]) if sg else None for sg in graphs]
     prompts = [
-        proposer_prompt(t, x, ctx.shots, g.evidence_mode)
-        for t, x in zip(titles, texts, strict=True)
+        proposer_prompt(t, x, ctx.shots, g.evidence_mode, f)
+        for t, x, f in zip(titles, texts, facts, strict=True)
     ]
     params = SamplingParams(
         n=1,
@@ -116,19 +119,26 @@ def process_shard(
         )
         solved = dict(zip(solve_idx, res, strict=True))
     ver_idx = [i for i in solve_idx if proposals[i].evidence_status == "verbatim"]
-    items = [
+    ver_items = [
         VerifierItem(rids[i], proposals[i].question, proposals[i].answer, proposals[i].evidence)
         for i in ver_idx
     ]
     verified, extra_samples = {}, []
-    if items:
+    if ver_items:
         if v.method in ("mc", "both"):
             mc = verify_mc(
-                gen, items, ctx.shots, v.m, v.temperature, v.top_p, g.answer_max_tokens, seed + 2
+                gen,
+                ver_items,
+                ctx.shots,
+                v.m,
+                v.temperature,
+                v.top_p,
+                g.answer_max_tokens,
+                seed + 2,
             )
             verified = dict(zip(ver_idx, mc, strict=True))
         if v.method in ("teacher_forced", "both"):
-            tf = verify_teacher_forced(gen, items, ctx.shots)
+            tf = verify_teacher_forced(gen, ver_items, ctx.shots)
             if v.method == "teacher_forced":
                 verified = dict(zip(ver_idx, tf, strict=True))
             else:
@@ -138,7 +148,16 @@ def process_shard(
     curriculum, rollouts, samples = [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
-        fmt = format_score(p.question, p.answer, texts[i], HOPS, 0, 1, 0, 0)
+        fmt = format_score(
+            p.question,
+            p.answer,
+            texts[i],
+            items[i].hop_count,
+            PLANNING_TURNS,
+            ASSISTANT_TURNS,
+            TOOL_CALLS,
+            TOOL_CALLS,
+        )
         sol = solved.get(i)
         ver = verified.get(i)
         ev_tokens = gen.count_tokens(p.evidence) if p.evidence_status == "verbatim" else None
@@ -159,9 +178,9 @@ def process_shard(
             _record(
                 ctx,
                 shard,
-                slots[i],
+                items[i],
+                graphs[i],
                 rids[i],
-                pids[i],
                 titles[i],
                 prompts[i],
                 p,
@@ -196,9 +215,9 @@ def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
 def _record(
     ctx,
     shard,
-    slot,
+    item: PlanItem,
+    subgraph: dict | None,
     rid,
-    pid,
     title,
     prompt,
     p: Proposal,
@@ -219,14 +238,14 @@ def _record(
         "record_id": rid,
         "run_id": ctx.run_id,
         "shard": shard,
-        "slot": int(slot),
+        "slot": item.slot,
         "created_at": now,
-        "source_passage_id": pid,
+        "source_passage_id": item.passage_id,
         "source_title": title,
-        "cluster_id": None,
-        "task_type": TASK_TYPE,
-        "hop_count": HOPS,
-        "subgraph_id": None,
+        "cluster_id": item.cluster_id,
+        "task_type": item.task_type,
+        "hop_count": item.hop_count,
+        "subgraph_id": subgraph["subgraph_id"] if subgraph else None,
         "question": p.question,
         "answer": p.answer,
         "evidence": p.evidence,
@@ -236,8 +255,8 @@ def _record(
         "evidence_passage_id": p.evidence_passage_id,
         "evidence_char_start": p.evidence_start,
         "evidence_char_end": p.evidence_end,
-        "kg_path": None,
-        "waypoints": None,
+        "kg_path": subgraph["target_path"] if subgraph else None,
+        "waypoints": subgraph["waypoints"] if subgraph else None,
         "is_valid": ok,
         "invalid_reason": reason,
         "is_verbatim": verbatim,
@@ -280,6 +299,7 @@ def shard_name(shard: int) -> str:
 
 def run_generation(
     ctx: GenerationContext,
+    plan: Plan,
     on_shard: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> GenerationReport:
@@ -290,10 +310,8 @@ def run_generation(
     """
     cfg = ctx.cfg
     ctx.shots = ctx.shots or load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
-    n_passages = len(ctx.retriever.passages)
-    plan = plan_sources(n_passages, cfg.generation.num_sources, cfg.seed, ctx.run_id)
     size = cfg.generation.shard_size
-    n_shards = (len(plan) + size - 1) // size
+    n_shards = (len(plan.items) + size - 1) // size
     planned = {shard_name(i) for i in range(n_shards)}
     done = ctx.store.completed_shards(ctx.run_id) & planned
     written = 0
@@ -303,8 +321,7 @@ def run_generation(
         if should_stop and should_stop():
             log.info("stop requested; %d shards left for the next run", n_shards - shard)
             break
-        slots = list(range(shard * size, min(len(plan), (shard + 1) * size)))
-        out = process_shard(ctx, shard, slots, [int(plan[s]) for s in slots])
+        out = process_shard(ctx, shard, plan.items[shard * size : (shard + 1) * size])
         files: list[ShardFile] = []
         for table, rows in (
             ("curriculum", out.curriculum),

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
+
+from pipeline import wikidata as kg
 from pipeline.embedding import Embedder
 from pipeline.generation import GenerationContext, GenerationReport, run_generation
 from pipeline.index import Retriever
 from pipeline.index_build import IndexArtifacts, ensure_index
 from pipeline.llm import make_generator
+from pipeline.plan import apply_feedback, load_plan, make_plan, selector_dirs
 from pipeline.runs import finish_run, start_run
 from pipeline.store import Store, connect_readonly, utcnow
 
@@ -30,6 +35,25 @@ def index_stage(cfg, run_id: str, progress: bool = True) -> IndexArtifacts:
     return art
 
 
+def kg_stage(cfg) -> kg.ExtractResult | None:
+    """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled."""
+    if not cfg.kg.nightly:
+        return None
+    kg.ingest(cfg)
+    return kg.extract(cfg)
+
+
+def load_subgraphs(cfg) -> list[dict]:
+    """The finished subgraphs for this configuration, ordered by node count (or none)."""
+    if not cfg.kg.nightly:
+        return []
+    try:
+        return kg.read_subgraphs(kg.find_extract(cfg)).to_pylist()
+    except kg.KGNotReadyError:
+        log.warning("no subgraphs extracted for this configuration; proposing without KG context")
+        return []
+
+
 def generate_stage(
     cfg,
     art: IndexArtifacts,
@@ -37,9 +61,12 @@ def generate_stage(
     on_shard: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> GenerationReport:
+    """Draw (or reload) the run's plan from the selector and generate every missing shard."""
     store = Store.from_config(cfg)
     n_shards = -(-cfg.generation.num_sources // cfg.generation.shard_size)
     record = start_run(store, cfg, run_id, n_shards)
+    subgraphs = load_subgraphs(cfg)
+    plan = make_plan(cfg, store, art.dir, run_id, subgraphs)
     status = "failed"
     try:
         embedder = Embedder.from_config(cfg)
@@ -51,9 +78,10 @@ def generate_stage(
             run_id=run_id,
             run_date=record["run_date"],
             embedder_model=embedder.model_ref,
+            subgraphs={sg["subgraph_id"]: sg for sg in subgraphs},
         )
         try:
-            report = run_generation(ctx, on_shard=on_shard, should_stop=should_stop)
+            report = run_generation(ctx, plan, on_shard=on_shard, should_stop=should_stop)
         except KeyboardInterrupt:
             status = "stopped"  # committed shards stay; the rest is redone on resume
             raise
@@ -62,6 +90,35 @@ def generate_stage(
         return report
     finally:
         finish_run(store, record, status)
+
+
+def feedback_stage(cfg, art: IndexArtifacts, run_id: str) -> bool:
+    """Once a run is complete, feed its records back into the selector (one iteration).
+
+    Returns False when the run is not complete or its iteration was already applied.
+    """
+    store = Store.from_config(cfg)
+    run = store.read_run(run_id)
+    plan = load_plan(store, run_id)
+    if run is None or plan is None or run["status"] != "completed":
+        return False
+    records = store.read_run_table(run_id, "curriculum").to_pylist()
+    rollouts = store.read_run_table(run_id, "solver_rollouts")
+    # The foundation solver emits no evidence span, so R_sol reduces to EM here.
+    solver_mean = pc.mean(rollouts["correct"].cast("float64")).as_py() if len(rollouts) else None
+    return apply_feedback(cfg, art.dir, plan, records, solver_mean)
+
+
+def selector_artifacts(cfg) -> dict[str, list[Path]]:
+    """Selector files for the catalog: clusterings, per-iteration state and usage, run plans."""
+    clusters_dir, state_dir = selector_dirs(cfg)
+    out = cfg.resolve_path(cfg.store.out_dir)
+    return {
+        "clusters": sorted(clusters_dir.glob("*/clusters.parquet")),
+        "selector_state": sorted(state_dir.glob("iteration=*/selector_state.parquet")),
+        "selector_usage": sorted(state_dir.glob("iteration=*/selector_usage.parquet")),
+        "run_plan": sorted((out / "runs").glob("*/plan.parquet")),
+    }
 
 
 @dataclass
@@ -78,7 +135,11 @@ class RunSummary:
 def land_stage(cfg, art: IndexArtifacts, run_id: str) -> RunSummary:
     """Refresh the DuckDB catalog over all committed shards and summarise this run."""
     store = Store.from_config(cfg)
-    catalog = store.refresh_catalog({"passages": [art.passages_path]})
+    artifacts = {"passages": [art.passages_path], **selector_artifacts(cfg)}
+    if cfg.kg.nightly:
+        with contextlib.suppress(kg.KGNotReadyError):  # kg stage not run for this config
+            artifacts.update(kg.artifacts(cfg))
+    catalog = store.refresh_catalog(artifacts)
     with connect_readonly(catalog) as con:
         row = con.execute(
             """

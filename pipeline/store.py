@@ -261,6 +261,17 @@ class Store:
                     files[f["table"]].append(self.root / f["path"])
         return files
 
+    def read_run_table(self, run_id: str, table: str) -> pa.Table:
+        """All committed rows of one table for one run (contract-checked)."""
+        paths = [
+            self.root / f["path"]
+            for entry in self.manifest(run_id).values()
+            for f in entry["files"]
+            if f["table"] == table
+        ]
+        parts = [read_shard(p, table) for p in sorted(paths)]
+        return pa.concat_tables(parts) if parts else schema_for(table).empty_table()
+
     # ---- runs ---------------------------------------------------------------------------
     def write_run(self, record: dict[str, Any]) -> None:
         tbl = pa.Table.from_pylist([record], schema=schema_for("runs"))

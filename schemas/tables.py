@@ -81,9 +81,15 @@ EDGES = _schema(
         f("subject", pa.string(), False),
         f("pid", pa.string(), False),
         f("object_qid", pa.string(), doc="set when the value is an item"),
-        f("value_type", pa.string(), False, "wikibase-item|time|quantity|string|monolingualtext"),
+        f(
+            "value_type",
+            pa.string(),
+            False,
+            "wikibase-item|wikibase-property|time|quantity|string|monolingualtext|globecoordinate",
+        ),
         f("value", pa.string(), doc="literal rendered as text"),
         f("time_precision", pa.int8()),
+        f("time_calendar", pa.string(), doc="calendar model item of a time (Q1985727 Gregorian)"),
         f("quantity_unit", pa.string()),
         f("language", pa.string()),
         f("rank", pa.string(), False),
@@ -105,6 +111,8 @@ SUBGRAPHS = _schema(
         f("passage_ids", pa.list_(pa.list_(pa.string())), doc="linked passages per path node"),
         f("hops", pa.int8(), False),
         f("node_count", pa.int32(), False),
+        f("stop_reason", pa.string(), doc="llm_stop|max_hops|no_candidates|unparseable|literal"),
+        f("llm_outputs", pa.list_(pa.string()), doc="raw selector completions, one per call"),
         f("model", pa.string()),
         f("created_at", _TS, False),
     ],
@@ -304,6 +312,39 @@ TABLES: dict[str, pa.Schema] = {
         SHARD_MANIFEST,
     )
 }
+
+SELECTOR_USAGE = _schema(
+    "selector_usage",
+    "Cumulative times the selector drew each passage (rows with zero uses are omitted).",
+    [
+        f("iteration", pa.int32(), False),
+        f("passage_row", pa.int64(), False),
+        f("passage_id", pa.string(), False),
+        f("uses", pa.int64(), False, "draws of this passage up to and including the iteration"),
+    ],
+)
+TABLES["selector_usage"] = SELECTOR_USAGE
+
+RUN_PLAN = _schema(
+    "run_plan",
+    "What a run generates, fixed when the run starts so a resumed run redoes exactly the same.",
+    [
+        f("run_id", pa.string(), False),
+        f("iteration", pa.int32(), False, "self-evolution iteration of the selector"),
+        f("slot", pa.int32(), False),
+        f("passage_row", pa.int64(), False),
+        f("passage_id", pa.string(), False),
+        f("cluster_id", pa.int32(), False),
+        f("task_type", pa.string(), False),
+        f("hop_count", pa.int8(), False),
+        f(
+            "subgraph_id",
+            pa.string(),
+            doc="KG subgraph linked to the passage, offered to the proposer",
+        ),
+    ],
+)
+TABLES["run_plan"] = RUN_PLAN
 
 
 def schema_for(table: str) -> pa.Schema:

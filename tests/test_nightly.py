@@ -9,7 +9,7 @@ import time
 import duckdb
 import pytest
 
-from pipeline.generation import plan_sources, record_id
+from pipeline.generation import record_id
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -35,6 +35,8 @@ def _cli(tmp_path, run_id, *extra):
         "verifier.m=3",
         "--set",
         "rewards.n_solver=3",
+        "--set",
+        "kg.num_seeds=4",
         *extra,
     ]
 
@@ -89,18 +91,15 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
             assert sha256_file(tmp_path / "out" / f["path"]) == f["sha256"]
 
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
-    ids = [r[0] for r in con.execute("SELECT record_id FROM curriculum ORDER BY slot").fetchall()]
-    import pyarrow.parquet as pq
-
-    passages = pq.read_table(next((tmp_path / "out" / "index").glob("*/passages.parquet")))
-    pids = passages["id"].to_pylist()
-    from pipeline.config import load_config
-
-    seed = load_config().seed
-    plan = plan_sources(len(pids), 6, seed, run_id)
-    assert ids == [
-        record_id(run_id, s, pids[int(r)]) for s, r in enumerate(plan)
-    ]  # none lost, none doubled
+    got = con.execute(
+        "SELECT record_id, cluster_id, task_type, hop_count FROM curriculum ORDER BY slot"
+    ).fetchall()
+    plan = con.execute(
+        "SELECT slot, passage_id, cluster_id, task_type, hop_count FROM run_plan ORDER BY slot"
+    ).fetchall()
+    assert len(plan) == 6
+    expected = [(record_id(run_id, s, pid), c, t, h) for s, pid, c, t, h in plan]
+    assert got == expected  # none lost, none doubled, each with its selector draw
     rows = con.execute(
         """SELECT count(*), count(*) FILTER (WHERE is_valid OR invalid_reason IS NOT NULL),
                   avg(verifier_v) FROM curriculum"""
@@ -122,3 +121,38 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
            WHERE is_valid AND solver_n = 3 AND solver_k BETWEEN 0 AND 3"""
     ).fetchone()[0]
     assert k == con.execute("SELECT count(*) FROM curriculum WHERE is_valid").fetchone()[0]
+
+
+def test_second_run_continues_the_selector_state(tmp_path):
+    """Two consecutive nightly runs: iteration 2 starts from iteration 1's bandit counts."""
+    env = _env(tmp_path)
+    for run_id in ("night-1", "night-2"):
+        done = subprocess.run(_cli(tmp_path, run_id), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=1200)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
+    plans = dict(con.execute("SELECT DISTINCT run_id, iteration FROM run_plan").fetchall())
+    assert plans == {"night-1": 1, "night-2": 2}
+    pulls = dict(
+        con.execute(
+            "SELECT iteration, sum(pulls) FROM selector_state WHERE bandit = 'cluster' GROUP BY 1"
+        ).fetchall()
+    )
+    valid = dict(
+        con.execute(
+            "SELECT run_id, count(*) FILTER (WHERE is_valid) FROM curriculum GROUP BY 1"
+        ).fetchall()
+    )
+    k = 10  # K0 virtual pulls, one per cluster arm
+    assert pulls[1] == k + valid["night-1"]
+    assert pulls[2] == pulls[1] + valid["night-2"]  # iteration 2 read iteration 1's counts
+    used = con.execute("SELECT iteration, sum(uses) FROM selector_usage GROUP BY 1").fetchall()
+    assert dict(used) == {1: 6, 2: 12}  # every draw counted, cumulatively
+    # The KG stage ran once (reused by the second run); linked records carry their path.
+    assert con.execute("SELECT count(*) FROM subgraphs").fetchone()[0] >= 1
+    bad = con.execute(
+        """SELECT count(*) FROM curriculum c JOIN subgraphs s USING (subgraph_id)
+           WHERE c.kg_path IS DISTINCT FROM s.target_path
+              OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
+    ).fetchone()[0]
+    assert bad == 0

@@ -51,8 +51,21 @@ def _numbered(text: str) -> str:
     return "\n".join(f"[{i}] {s.text}" for i, s in enumerate(sentences(text), 1))
 
 
-def proposer_prompt(title: str, text: str, shots: Sequence[FewShot], mode: str) -> str:
-    """Constrained mode numbers the sentences and asks for one; free mode asks for a copy."""
+def render_path(path: dict) -> str:
+    """A KG path as text: 'Albert Einstein -> place of birth -> Ulm -> country -> Germany'."""
+    parts = [path["nodes"][0]["label"] or path["nodes"][0]["id"]]
+    for rel, node in zip(path["relations"], path["nodes"][1:], strict=True):
+        parts += [rel["label"] or rel["id"], node["label"] or node["id"]]
+    return " -> ".join(parts)
+
+
+def proposer_prompt(
+    title: str, text: str, shots: Sequence[FewShot], mode: str, facts: str | None = None
+) -> str:
+    """Constrained mode numbers the sentences and asks for one; free mode asks for a copy.
+
+    `facts` is a KG path linked to the passage, offered as relational context (the answer and
+    evidence must still come from the passage)."""
     blocks = [PROPOSER_INSTRUCTION, ""]
     for s in shots:
         if mode == "constrained":
@@ -70,7 +83,10 @@ def proposer_prompt(title: str, text: str, shots: Sequence[FewShot], mode: str) 
             "",
         ]
     body = _numbered(text) if mode == "constrained" else text
-    blocks += [f"Passage ({title}):", body, "Question:"]
+    blocks += [f"Passage ({title}):", body]
+    if facts:
+        blocks.append(f"Related facts: {facts}")
+    blocks.append("Question:")
     return "\n".join(blocks)
 
 

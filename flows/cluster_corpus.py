@@ -1,0 +1,35 @@
+"""Prefect flow: cluster the indexed corpus for the next selector iteration (K_t schedule)."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from pipeline.config import load_config
+from pipeline.index_build import ensure_index
+from pipeline.plan import clusters_for, selector_dirs
+from pipeline.selector import ClusterResult
+from pipeline.selector.state import latest_iteration
+
+
+@task(name="cluster", cache_policy=NO_CACHE)
+def cluster_task(cfg, iteration: int) -> ClusterResult:
+    art = ensure_index(cfg)
+    return clusters_for(cfg, art.dir, iteration)
+
+
+@flow(name="cluster-corpus", log_prints=True)
+def cluster_corpus(
+    profile: str = "configs/embedded.yaml",
+    overrides: list[str] | None = None,
+    iteration: int | None = None,
+) -> ClusterResult:
+    """Mini-batch k-means over the embedding shards (reused when nothing changed)."""
+    cfg = load_config(profile, overrides or [])
+    _, state_dir = selector_dirs(cfg)
+    t = iteration or (latest_iteration(state_dir) or 0) + 1
+    result = cluster_task(cfg, t)
+    get_run_logger().info(
+        "iteration %d: K=%d clusters over %d passages at %s", t, result.k, result.n_rows, result.dir
+    )
+    return result
