@@ -110,10 +110,19 @@ def test_real_entities_truthy_edge_counts_match_qwikidata(real_kg, realdata):
 
 def test_mock_dump_with_bugs_ingests_and_keeps_its_quirky_lines(realdata, tmp_path):
     """The 'bugs' are empty maps serialized as [] (labels of Q8, claims of P53): the same
-    PHP quirk real entities carry, so they are read as empty objects and counted."""
+    PHP quirk real entities carry, so they are read as empty objects, counted, and the two
+    lines are listed in rejects as repaired (entity kept, not charged to the error budget)."""
     rep = ingest_dump(realdata / "wikidata_mock_dump_with_bugs.json", tmp_path, enwiki_only=False)
     assert (rep.lines, rep.items, rep.properties, rep.rejects) == (101, 55, 46, 0)
     assert rep.issues == {"empty labels as []": 1, "empty claims as []": 1}
+    listed = sorted(
+        (r["source_line"], r["record_key"], r["reason"])
+        for r in read_table(tmp_path, "rejects").to_pylist()
+    )
+    assert listed == [
+        (3, "Q8", "repaired, entity kept: empty labels as []"),
+        (19, "P53", "repaired, entity kept: empty claims as []"),
+    ]
     ents = {r["qid"]: r for r in read_table(tmp_path, "entities").to_pylist()}
     assert ents["Q8"]["label"] is None and ents["P53"]["kind"] == "property"
     edges = read_table(tmp_path, "edges")
@@ -153,7 +162,9 @@ def test_bad_lines_go_to_rejects_with_line_and_reason(realdata, tmp_path):
     assert rep.skipped == {"lexeme": 1, "redirect": 1}
     rejects = read_table(tmp_path / "kg", "rejects").to_pylist()
     by_line = {r["source_line"]: r for r in rejects}
-    assert sorted(by_line) == [103, 104, 105, 106, 107]  # "[" is line 1, 101 entities follow
+    # "[" is line 1, 101 entities follow; lines 3 and 19 are the repaired [] maps (kept)
+    assert sorted(by_line) == [3, 19, 103, 104, 105, 106, 107]
+    assert by_line[3]["reason"].startswith("repaired, entity kept")
     assert by_line[103]["reason"].startswith("not valid JSON")
     assert by_line[104]["reason"] == "expected a JSON object, got array"
     assert by_line[105]["reason"] == "invalid item id 'X12'"

@@ -41,7 +41,7 @@ from schemas.tables import EDGES, ENTITIES, REJECTS
 log = logging.getLogger(__name__)
 
 # Bump when parsing semantics change: it is part of the ingest fingerprint.
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 2: repaired lines are listed in rejects
 ENTITY_URI = "http://www.wikidata.org/entity/"
 GREGORIAN = "Q1985727"
 TABLE_DIRS = {"entities": ENTITIES, "edges": EDGES, "rejects": REJECTS}
@@ -360,6 +360,22 @@ def _marker(out_dir: Path, index: int) -> Path:
     return out_dir / "chunks" / f"{index:06d}.json"
 
 
+_REPAIRED = "empty "  # issue keys of PHP-style [] maps read as {} (see parse_entity)
+
+
+def _reject_row(s: ChunkSettings, lineno: int, key, reason: str, raw: bytes, now) -> dict:
+    return {
+        "run_id": s.run_id,
+        "stage": "kg",
+        "source_file": s.source_file,
+        "source_line": lineno,
+        "record_key": key,
+        "reason": reason,
+        "raw": raw.decode("utf-8", "replace").rstrip("\n")[:_RAW_LIMIT],
+        "created_at": now,
+    }
+
+
 def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSettings) -> ChunkResult:
     """Parse one chunk of dump lines and commit its part files (entities, edges, rejects)."""
     res = ChunkResult(index, first_line)
@@ -384,23 +400,24 @@ def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSetti
                 raise EntityError(f"not valid JSON ({exc})") from None
             if isinstance(obj, dict) and isinstance(obj.get("id"), str):
                 key = obj["id"]
+            before = {k: v for k, v in issues.items() if k.startswith(_REPAIRED)}
             entity, entity_edges, skip = parse_entity(obj, issues)
+            repaired = sorted(
+                k for k, v in issues.items() if k.startswith(_REPAIRED) and v > before.get(k, 0)
+            )
+            if repaired:
+                # The entity is kept; the line is still listed so auditors see what the dump
+                # got wrong. Repairs do not count against the error budget.
+                rejects.append(
+                    _reject_row(
+                        s, lineno, key, "repaired, entity kept: " + "; ".join(repaired), raw, now
+                    )
+                )
         except EntityError as exc:
             res.rejects += 1
             if res.first_reject is None:
                 res.first_reject = (lineno, str(exc))
-            rejects.append(
-                {
-                    "run_id": s.run_id,
-                    "stage": "kg",
-                    "source_file": s.source_file,
-                    "source_line": lineno,
-                    "record_key": key,
-                    "reason": str(exc),
-                    "raw": raw.decode("utf-8", "replace").rstrip("\n")[:_RAW_LIMIT],
-                    "created_at": now,
-                }
-            )
+            rejects.append(_reject_row(s, lineno, key, str(exc), raw, now))
             continue
         if entity is None:
             skipped[skip] += 1
