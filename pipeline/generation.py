@@ -21,12 +21,24 @@ from pipeline.agents.prompts import (
     render_path,
 )
 from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
-from pipeline.agents.solver import solve
-from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
+from pipeline.agents.solver import SolverResult, solve
+from pipeline.agents.verifier import (
+    VerifierItem,
+    VerifierResult,
+    verify_mc,
+    verify_teacher_forced,
+)
 from pipeline.index import Retriever
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.plan import Plan, PlanItem
-from pipeline.rewards import brevity, difficulty, format_score, proposer_reward, validity
+from pipeline.rewards import (
+    FormatScore,
+    brevity,
+    difficulty,
+    format_score,
+    proposer_reward,
+    validity,
+)
 from pipeline.store import ShardFile, Store, utcnow
 from schemas.tables import SCHEMA_VERSION
 
@@ -174,28 +186,11 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             r.lambda_v,
             r.lambda_b,
         )
-        curriculum.append(
-            _record(
-                ctx,
-                shard,
-                items[i],
-                graphs[i],
-                rids[i],
-                titles[i],
-                prompts[i],
-                p,
-                ok,
-                reason,
-                fmt,
-                sol,
-                ver,
-                ev_tokens,
-                b,
-                r_dz,
-                reward,
-                now,
-            )
-        )
+        scored = Scored(
+            items[i], graphs[i], rids[i], titles[i], prompts[i], p, ok, reason, fmt,
+            sol, ver, ev_tokens, b, r_dz, reward,
+        )  # fmt: skip
+        curriculum.append(_record(ctx, shard, scored, now))
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
         if ver:
@@ -212,36 +207,39 @@ def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
     return ok, reason
 
 
-def _record(
-    ctx,
-    shard,
-    item: PlanItem,
-    subgraph: dict | None,
-    rid,
-    title,
-    prompt,
-    p: Proposal,
-    ok,
-    reason,
-    fmt,
-    sol,
-    ver,
-    ev_tokens,
-    b,
-    r_dz,
-    reward,
-    now,
-) -> dict:
+@dataclass(frozen=True)
+class Scored:
+    """Everything known about one proposer output once it has been checked and scored."""
+
+    item: PlanItem
+    subgraph: dict | None
+    record_id: str
+    title: str
+    prompt: str
+    proposal: Proposal
+    valid: bool
+    invalid_reason: str | None
+    fmt: FormatScore
+    solver: SolverResult | None
+    verifier: VerifierResult | None
+    evidence_tokens: int | None
+    brevity: float | None
+    difficulty: float | None
+    reward: float
+
+
+def _record(ctx: GenerationContext, shard: int, s: Scored, now) -> dict:
+    """One curriculum row (schemas.tables.CURRICULUM)."""
+    item, subgraph, p, sol, ver, fmt = s.item, s.subgraph, s.proposal, s.solver, s.verifier, s.fmt
     cfg = ctx.cfg
-    verbatim = p.evidence_status == "verbatim"
     return {
-        "record_id": rid,
+        "record_id": s.record_id,
         "run_id": ctx.run_id,
         "shard": shard,
         "slot": item.slot,
         "created_at": now,
         "source_passage_id": item.passage_id,
-        "source_title": title,
+        "source_title": s.title,
         "cluster_id": item.cluster_id,
         "task_type": item.task_type,
         "hop_count": item.hop_count,
@@ -257,30 +255,30 @@ def _record(
         "evidence_char_end": p.evidence_end,
         "kg_path": subgraph["target_path"] if subgraph else None,
         "waypoints": subgraph["waypoints"] if subgraph else None,
-        "is_valid": ok,
-        "invalid_reason": reason,
-        "is_verbatim": verbatim,
+        "is_valid": s.valid,
+        "invalid_reason": s.invalid_reason,
+        "is_verbatim": p.evidence_status == "verbatim",
         "format_score": fmt.total,
         "f_think": fmt.think,
         "f_tool": fmt.tool,
         "f_answer": fmt.answer,
         "solver_n": sol.n if sol else None,
         "solver_k": sol.k if sol else None,
-        "difficulty": r_dz,
+        "difficulty": s.difficulty,
         "verifier_p_pos": ver.p_pos if ver else None,
         "verifier_p_neg": ver.p_neg if ver else None,
         "verifier_v": ver.v if ver else None,
         "verifier_method": ver.method if ver else None,
         "verifier_m": ver.m if ver else None,
-        "evidence_tokens": ev_tokens,
-        "brevity": b,
-        "proposer_reward": reward,
+        "evidence_tokens": s.evidence_tokens,
+        "brevity": s.brevity,
+        "proposer_reward": s.reward,
         "proposer_model": ctx.generator.model_id,
         "solver_model": ctx.generator.model_id,
         "embedder_model": ctx.embedder_model,
         "index_fingerprint": ctx.retriever.fingerprint,
         "config_hash": cfg.config_hash(),
-        "prompt": prompt,
+        "prompt": s.prompt,
         "raw_proposer_output": p.raw,
         "schema_version": SCHEMA_VERSION,
     }
