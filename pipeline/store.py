@@ -321,7 +321,9 @@ class Store:
     ) -> None:
         if paths:
             listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-            opts = ", hive_partitioning = true, union_by_name = true" if hive else ""
+            # DuckDB guesses hive partitions from key=value directories (selector state lives
+            # under iteration=0001/) and would replace typed columns with strings: say it.
+            opts = f", hive_partitioning = {str(hive).lower()}, union_by_name = true"
             con.execute(
                 f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet([{listing}]{opts})"
             )

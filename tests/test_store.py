@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.store import SchemaMismatchError, Store, read_shard
-from schemas.tables import REJECTS
+from schemas.tables import REJECTS, schema_for
 
 DAY = dt.date(2026, 11, 21)
 
@@ -86,3 +86,24 @@ def test_rows_missing_a_field_are_refused(tmp_path):
     del rows[0]["reason"]
     with pytest.raises(SchemaMismatchError, match="reason"):
         store.write_shard("rejects", "r1", DAY, "00000", rows)
+
+
+def test_artifact_under_key_value_directory_keeps_its_typed_columns(tmp_path):
+    """Selector state lives under iteration=0001/; the catalog must not turn it into '0001'."""
+    store = Store(tmp_path / "out")
+    now = dt.datetime(2026, 11, 21, tzinfo=dt.UTC)
+    paths = []
+    for it in (1, 2):
+        p = tmp_path / "state" / f"iteration={it:04d}" / "selector_state.parquet"
+        p.parent.mkdir(parents=True)
+        rows = [{"iteration": it, "bandit": "cluster", "arm": "0", "pulls": 1.0 + it,
+                 "reward_sum": 0.0, "k": 10, "rng_state": None, "updated_at": now}]  # fmt: skip
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema_for("selector_state")), p)
+        paths.append(p)
+    cat = store.refresh_catalog({"selector_state": paths})
+    con = duckdb.connect(str(cat), read_only=True)
+    got = con.execute("SELECT iteration, pulls FROM selector_state ORDER BY 1").fetchall()
+    assert got == [(1, 2.0), (2, 3.0)]
+    assert con.execute("SELECT typeof(iteration) FROM selector_state LIMIT 1").fetchone() == (
+        "INTEGER",
+    )
