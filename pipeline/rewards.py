@@ -1,6 +1,8 @@
 """Reward math of the EVE-Agent paper (and helpers it relies on), as small pure functions.
 
-Equation numbers refer to ../shared/papers/eve-agent-evidence-verifier.txt.
+Equation numbers refer to ../shared/papers/eve-agent-evidence-verifier.txt unless a section
+says otherwise: the waypoint coverage reward follows kg-paths-waypoint-coverage.txt and the
+step-level signals follow evo-rag-step-rewards.txt.
 """
 
 from __future__ import annotations
@@ -184,3 +186,268 @@ def solver_reward(
 ) -> float:
     """R_sol = EM(â, a) + λ_E·F1_tok(ê, e)."""
     return float(exact_match(predicted, target)) + lambda_e * token_f1(evidence_pred, evidence)
+
+
+# ---- hop-grouped advantages (eq. 5) --------------------------------------------------------
+
+
+def hop_grouped_advantages(
+    rewards: Sequence[float], hops: Sequence[int], eps: float = 1e-6, ddof: int = 0
+) -> list[float]:
+    """A_{i,h} = (R_i − E_{j∈I_h}[R_j]) / (√Var_{j∈I_h}[R_j] + δ₀), I_h = {i : h_i = h} (eq. 5).
+
+    HRPO samples one proposer output per document, so rewards are standardised only against
+    rollouts with the same prescribed hop count. Var is the population variance (ddof=0, the
+    eq.-5 moment over I_h); ddof=1 gives verl/torch.std's unbiased variant. δ₀ = ``eps`` is
+    not given in the paper. A singleton group, or a group whose rewards are all equal, has a
+    zero numerator and so gets advantage 0 (no learning signal), never a division by zero.
+    """
+    if len(rewards) != len(hops):
+        raise ValueError(f"{len(rewards)} rewards but {len(hops)} hop counts")
+    groups: dict[int, list[int]] = {}
+    for i, h in enumerate(hops):
+        groups.setdefault(h, []).append(i)
+    out = [0.0] * len(rewards)
+    for idx in groups.values():
+        vals = [float(rewards[i]) for i in idx]
+        if max(vals) == min(vals) or len(vals) <= ddof:
+            continue  # singleton or tied group: exactly 0, not round-off / δ₀
+        mean = math.fsum(vals) / len(vals)
+        std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - ddof))
+        for i, v in zip(idx, vals, strict=True):
+            out[i] = (v - mean) / (std + eps)
+    return out
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6, ddof: int = 0) -> list[float]:
+    """GRPO's A_j = (r_j − r̄) / (σ̂ + δ₀) over one question's rollouts (eq. 7's advantage;
+    KG-paths eqs. 3 and 10 with r_i replaced by the WCR reward R_i)."""
+    return hop_grouped_advantages(rewards, [0] * len(rewards), eps, ddof)
+
+
+# ---- waypoint coverage reward (KG-paths paper eqs. 5-6) -----------------------------------
+# Equation numbers in this section refer to ../shared/papers/kg-paths-waypoint-coverage.txt.
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def think_text(response: str | None) -> str:
+    """𝒯⁽ⁱ⁾: "the concatenated text inside the <think>⋯</think> span[s]" of a solver rollout.
+
+    Spans are joined with newlines; an unclosed final <think> runs to the end of the text.
+    """
+    return "\n".join(m.group(1).strip() for m in _THINK.finditer(response or ""))
+
+
+_PUNCT_SPACE = str.maketrans({c: " " for c in string.punctuation + "‘’“”–—"})
+
+
+def _spaced(text: str) -> str:
+    """Norm with punctuation read as a word break, so "Einstein's" still contains "Einstein"."""
+    return normalize(text.translate(_PUNCT_SPACE))
+
+
+def waypoint_coverage(
+    waypoints: Sequence[str | Sequence[str]], texts: str | Sequence[str]
+) -> float:
+    """g_i(q) = |{v ∈ 𝒲(q) : Match(d(v), 𝒯⁽ⁱ⁾) = 1}| / |𝒲(q)| (eq. 5).
+
+    𝒲(q) = {v₀, …, v_{K−1}}: every path node *including the seed v₀* and excluding the answer
+    v_K — which is what subgraph records store as ``waypoints``; pass them, not the full path.
+    Each waypoint is a label or a list of surface forms (label + aliases); it is matched if
+    any form is contained in any of ``texts`` (unordered set coverage; each entry counts once
+    even when visited repeatedly). The paper matches the canonical title as an exact substring
+    of the <think> text only (see ``think_text``) — not queries or retrieved documents; here
+    Match is ``contains`` (Norm-ed, word-boundary) or the same with punctuation read as a
+    space (possessives, "AC/DC" vs "AC DC"), and aliases are an extension. A question without
+    waypoints gets g = 0 (no partial credit).
+    """
+    if not waypoints:
+        return 0.0
+    hay = [texts] if isinstance(texts, str) else list(texts)
+    padded = [(f" {normalize(t)} ", f" {_spaced(t)} ") for t in hay]
+    matched = 0
+    for w in waypoints:
+        forms = [(normalize(f), _spaced(f)) for f in ([w] if isinstance(w, str) else w)]
+        if any(
+            (n and f" {n} " in h) or (s and f" {s} " in hs) for n, s in forms for h, hs in padded
+        ):
+            matched += 1
+    return matched / len(waypoints)
+
+
+def group_normalised_coverage(gs: Sequence[float]) -> list[float]:
+    """g̃_i(q) = g_i(q) / g_max(q), g_max(q) = max_{1≤j≤G} g_j(q); 0 when all coverages are 0.
+
+    Normalised within the G rollouts of one question (correct and invalid ones included), so
+    the best-covering rollout gets g̃ = 1 whatever the question's path length: max-scaling, not
+    min-max or z-score.
+    """
+    if any(g < 0 for g in gs):
+        raise ValueError(f"coverages must be >= 0, got {list(gs)}")
+    g_max = max(gs, default=0.0)
+    if g_max <= 0:
+        return [0.0] * len(gs)
+    return [g / g_max for g in gs]
+
+
+def wcr_reward(correct: float | bool, valid: bool, g_tilde: float, alpha: float = 0.3) -> float:
+    """R_i = c_i + α(1 − c_i)·z_i^val·g̃_i(q), α ∈ (0, 1), α = 0.3 (eq. 6, §4.1).
+
+    Partial credit goes to incorrect but valid (format followed, answer parseable) rollouts
+    only; a correct answer gets exactly c = 1 whatever its path.
+    """
+    c = float(correct)
+    return c + alpha * (1.0 - c) * float(bool(valid)) * g_tilde
+
+
+def wcr_rewards(
+    correct: Sequence[float | bool],
+    valid: Sequence[bool],
+    coverages: Sequence[float],
+    alpha: float = 0.3,
+) -> list[float]:
+    """Eq. 6 for one question's rollout group: g → g̃ (group max) → R_i."""
+    if not len(correct) == len(valid) == len(coverages):
+        raise ValueError("correct, valid and coverages must have one entry per rollout")
+    g_tilde = group_normalised_coverage(coverages)
+    return [wcr_reward(c, v, g, alpha) for c, v, g in zip(correct, valid, g_tilde, strict=True)]
+
+
+# ---- EVO-RAG step-level signals (§3.3, §3.6, Table 2, appendix A) --------------------------
+# Section numbers here refer to ../shared/papers/evo-rag-step-rewards.txt (its equations are
+# unnumbered). Steps are SEARCH actions, indexed from 0 in lists and t = 1.. in the paper.
+
+
+def retrieval_hit(
+    retrieved_ids_per_step: Sequence[Sequence[str]], evidence_passage_id: str
+) -> int | None:
+    """0-based index of the first SEARCH step whose results contain the evidence's source
+    passage (EVO-RAG's D_t ∩ D* ≠ ∅ with D* = {that passage}); None if never retrieved."""
+    for i, ids in enumerate(retrieved_ids_per_step):
+        if evidence_passage_id in ids:
+            return i
+    return None
+
+
+def retrieval_bonus(
+    retrieved_ids_per_step: Sequence[Sequence[str]], gold_ids: str | Sequence[str]
+) -> list[int]:
+    """r_ret(s_t, a_t) = +1 if a_t = SEARCH ∧ D_t ∩ D* ≠ ∅, −1 if D_t ∩ D* = ∅ (§3.3)."""
+    gold = {gold_ids} if isinstance(gold_ids, str) else set(gold_ids)
+    return [1 if gold.intersection(ids) else -1 for ids in retrieved_ids_per_step]
+
+
+def _cosine(u: Sequence[float], v: Sequence[float]) -> float:
+    if len(u) != len(v):
+        raise ValueError(f"vectors of different dimension: {len(u)} vs {len(v)}")
+    nu = math.sqrt(math.fsum(x * x for x in u))
+    nv = math.sqrt(math.fsum(x * x for x in v))
+    if nu == 0 or nv == 0:
+        return 0.0  # a zero vector has no direction: treated as unrelated
+    return math.fsum(x * y for x, y in zip(u, v, strict=True)) / (nu * nv)
+
+
+def query_redundancy(query_vectors: Sequence[Sequence[float]]) -> list[float]:
+    """max_{j<t} cos(q_t, q_j) per sub-query, 0 for the first; r_dup = −this (§3.3).
+
+    Vectors need not be normalised. Not clipped: a query pointing away from every earlier one
+    has a negative maximum (so r_dup > 0), as in the paper's formula.
+    """
+    out: list[float] = []
+    for t, q in enumerate(query_vectors):
+        out.append(max((_cosine(q, query_vectors[j]) for j in range(t)), default=0.0))
+    return out
+
+
+def step_count(retrieved_ids_per_step: Sequence[Sequence[str]]) -> int:
+    """Number of SEARCH steps of a rollout (a search returning nothing still counts); each
+    step costs r_step = −1 (§3.3), and the terminal ANSWER step is one more step."""
+    return len(retrieved_ids_per_step)
+
+
+def answer_correctness(predicted: str | None, target: str | None) -> float:
+    """r_ans(s_T, a_T) = ½[EM(A_T, A*) + F1(A_T, A*)] (§3.3)."""
+    return 0.5 * (float(exact_match(predicted, target)) + token_f1(predicted, target))
+
+
+def progress_ratio(t: int, t_max: int) -> float:
+    """p(t) = (t − 1)/(T_max − 1) ∈ [0, 1] for steps t = 1..T_max (§3.6; T_max = 20 in A.2).
+
+    T_max = 1 has a single step and p = 0 (the early endpoint).
+    """
+    if t_max < 1 or not 1 <= t <= t_max:
+        raise ValueError(f"need 1 <= t <= t_max, got t={t}, t_max={t_max}")
+    return 0.0 if t_max == 1 else (t - 1) / (t_max - 1)
+
+
+# Table 2 endpoints (Start, Mid, End): Discovery interpolates Start→Mid, Refinement Mid→End.
+EVO_RAG_WEIGHTS: dict[str, tuple[float, float, float]] = {
+    "retrieval": (2.0, 1.0, 0.5),  # β, r_ret
+    "retrieval_action": (1.5, 0.8, 0.4),  # λ, r_act
+    "overlap": (0.1, 0.5, 1.2),  # γ, r_dup
+    "backtrack": (0.3, 0.5, 1.0),  # δ, r_bt
+    "refusal": (0.5, 0.5, 0.5),  # ρ, r_ref
+    "step": (0.02, 0.05, 0.10),  # η, r_step
+    "answer": (0.05, 0.10, 1.00),  # κ, r_ans
+}
+
+
+def scheduled_weight(component: str, t: int, t_max: int, stage: int = 2) -> float:
+    """w_k(t) = (1 − p(t))·w_k^early + p(t)·w_k^late with stage endpoints from Table 2 (§3.6).
+
+    stage 1 (Discovery): early = Start, late = Mid; stage 2 (Refinement): Mid → End.
+    """
+    if stage not in (1, 2):
+        raise ValueError(f"stage must be 1 (Discovery) or 2 (Refinement), got {stage}")
+    start, mid, end = EVO_RAG_WEIGHTS[component]
+    early, late = (start, mid) if stage == 1 else (mid, end)
+    p = progress_ratio(t, t_max)
+    return (1 - p) * early + p * late
+
+
+def retrieval_action_penalty(redundancy: float, p: float) -> float:
+    """r_act = 0 for a SEARCH at p(t) < 0.3, else −1[r_dup < 0] = −1 iff max cos > 0 (§3.3)."""
+    return -1.0 if p >= 0.3 and redundancy > 0 else 0.0
+
+
+def evo_rag_step_rewards(
+    r_ret: Sequence[int],
+    redundancies: Sequence[float],
+    t_max: int,
+    stage: int = 2,
+    answer_score: float | None = None,
+) -> list[float]:
+    """R_t = Σ_k w_k(t)·r_k(s_t, a_t) for a rollout's SEARCH steps t = 1..n (§3.3, §3.6).
+
+    A SEARCH step earns w_β·r_ret + w_λ·r_act + w_γ·r_dup + w_η·r_step (r_step = −1). With
+    ``answer_score`` (r_ans, e.g. ``answer_correctness``) a terminal ANSWER step t = n + 1
+    follows, earning w_κ·r_ans + w_η·r_step. ``r_ret`` is ``retrieval_bonus`` (±1 per step;
+    booleans are refused since −1 would read as a hit) and ``redundancies`` is
+    ``query_redundancy``. BACKTRACK and REFUSE (r_bt, r_ref) are not actions of this
+    pipeline's solver and are not modelled.
+    """
+    if len(r_ret) != len(redundancies):
+        raise ValueError(f"{len(r_ret)} retrieval bonuses but {len(redundancies)} redundancies")
+    if any(isinstance(r, bool) or r not in (1, -1) for r in r_ret):
+        raise ValueError(f"r_ret must be +1/-1 per step (see retrieval_bonus), got {list(r_ret)}")
+    n = len(r_ret)
+    if n + (answer_score is not None) > t_max:
+        raise ValueError(f"{n} searches (+ answer) exceed the episode cap T_max = {t_max}")
+    out = []
+    for t, (ret, red) in enumerate(zip(r_ret, redundancies, strict=True), start=1):
+        w = {k: scheduled_weight(k, t, t_max, stage) for k in EVO_RAG_WEIGHTS}
+        r_act = retrieval_action_penalty(red, progress_ratio(t, t_max))
+        out.append(
+            w["retrieval"] * ret
+            + w["retrieval_action"] * r_act
+            + w["overlap"] * -red
+            + w["step"] * -1.0
+        )
+    if answer_score is not None:
+        t = n + 1
+        out.append(
+            scheduled_weight("answer", t, t_max, stage) * answer_score
+            - scheduled_weight("step", t, t_max, stage)
+        )
+    return out
