@@ -22,6 +22,8 @@ app.add_typer(index_app, name="index")
 selector_app = typer.Typer(help="Inspect the bandit source selector.", no_args_is_help=True)
 app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
+llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
+app.add_typer(llm_app, name="llm")
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -45,6 +47,9 @@ def main(debug: Annotated[bool, typer.Option("--debug", help="Verbose logs.")] =
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The machines that run this have no route to Prefect's telemetry endpoint.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Prefect's temporary API server gets 20 s to start by default; a loaded CI box or laptop
+    # (model loading, other jobs) can need longer, and the nightly run should not fail on it.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -164,6 +169,22 @@ def index_serve(
     )
     app_ = create_app(_retriever(cfg), limits, default_topk=r.topk)
     uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")
+
+
+@llm_app.command("serve")
+def llm_serve(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    host: Annotated[str, typer.Option(help="Bind address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8001,
+    name: Annotated[str | None, typer.Option(help="Model name clients send.")] = None,
+) -> None:
+    """Serve the configured model as an OpenAI-compatible completions API (/v1/completions).
+
+    Point a trainer, or this pipeline with llm.backend=http, at http://HOST:PORT."""
+    from pipeline.llm.openai_server import serve
+
+    serve(_config(profile, overrides), host=host, port=port, served_model_name=name)
 
 
 @app.command()

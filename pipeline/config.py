@@ -80,9 +80,27 @@ class LLMConfig(_Section):
     # Where dequantized copies of GGUF models are cached so later loads take seconds.
     cache_dir: str = "~/.cache/evidence-curriculum/models"
     # vLLM / HTTP backends (GPU hosts); unused by the transformers backend.
+    # http: an OpenAI-compatible completions server (`vllm serve`, SGLang, TGI or
+    # `python -m pipeline.llm.openai_server`); "http://host:8000" or ".../v1". batch_size is
+    # the number of prompts sent per request there.
     base_url: str | None = None
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
+    # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
+    request_timeout_s: float = Field(600.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    retry_backoff_s: float = Field(1.0, ge=0)
+    max_concurrency: int = Field(8, ge=1)
+    # http: name of the environment variable holding a bearer token (never the token itself).
+    api_key_env: str | None = None
+    # http: local tokenizer (path, hub id or registry:<package>) for count_tokens when the
+    # server has no vLLM-style POST /tokenize.
+    tokenizer: str | None = None
+    # Response cache keyed by (model, prompt, sampling params), so an interrupted run re-uses
+    # finished generations. cache_path None = <store.out_dir>/llm_cache/responses.sqlite.
+    cache: bool = True
+    cache_path: str | None = None
 
 
 class KGConfig(_Section):
@@ -124,8 +142,15 @@ class GenerationConfig(_Section):
     evidence_mode: Literal["constrained", "free"] = "constrained"
     proposer_temperature: float = Field(0.7, ge=0.0)
     proposer_top_p: float = Field(0.95, gt=0.0, le=1.0)
-    proposer_max_tokens: int = Field(64, ge=8)
+    # Per assistant turn of a multi-turn rollout (Search-R1 tag protocol).
+    proposer_max_tokens: int = Field(96, ge=8)
+    solver_max_tokens: int = Field(48, ge=8)
+    # Single-turn verifier answers.
     answer_max_tokens: int = Field(12, ge=1)
+    # At most this many assistant turns per proposer/solver rollout (paper: 5).
+    max_turns: int = Field(5, ge=1)
+    # Let the proposer call the search tool (multi-hop questions); the solver always may.
+    proposer_search: bool = True
     few_shot: str = "data/prompts/proposer_fewshot.jsonl"
 
 

@@ -2,19 +2,55 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from pipeline.llm.base import Generator, SamplingParams, cut_at_stop
 
+log = logging.getLogger(__name__)
 
-def make_generator(llm) -> Generator:
-    """Build the configured backend (imports heavy dependencies lazily)."""
+
+def make_backend(llm, seed: int = 0) -> Generator:
+    """Build the configured backend, uncached (imports heavy dependencies lazily).
+
+    `seed` seeds vLLM's engine; per-request seeds come from SamplingParams.seed.
+    """
     if llm.backend == "transformers":
         from pipeline.llm.transformers_backend import TransformersGenerator
 
         return TransformersGenerator.from_config(llm)
-    raise NotImplementedError(
-        f"LLM backend {llm.backend!r} is not available yet in this build; "
-        "use backend: transformers (vLLM and HTTP backends land with the generation engine)"
-    )
+    if llm.backend == "http":
+        from pipeline.llm.http_backend import HTTPGenerator
+
+        return HTTPGenerator.from_config(llm)
+    if llm.backend == "vllm":
+        from pipeline.llm.vllm_backend import VLLMGenerator
+
+        return VLLMGenerator.from_config(llm, seed=seed)
+    raise ValueError(f"unknown LLM backend {llm.backend!r} (transformers, vllm or http)")
 
 
-__all__ = ["Generator", "SamplingParams", "cut_at_stop", "make_generator"]
+def make_generator(llm, cache_path: str | Path | None = None, seed: int = 0) -> Generator:
+    """The configured backend, wrapped in the response cache when `llm.cache` is on.
+
+    The cache file is `cache_path` if given (callers holding the whole config pass
+    `pipeline.llm.cache.default_cache_path(cfg)`), else `llm.cache_path`; with neither, the
+    backend is returned uncached.
+    """
+    gen = make_backend(llm, seed=seed)
+    if not llm.cache:
+        return gen
+    path = cache_path if cache_path is not None else llm.cache_path
+    if path is None:
+        log.debug("llm.cache is on but no cache path was given; generating uncached")
+        return gen
+    from pipeline.config import PROJECT_ROOT
+    from pipeline.llm.cache import CachedGenerator
+
+    p = Path(path).expanduser()
+    p = p if p.is_absolute() else PROJECT_ROOT / p
+    log.info("LLM response cache: %s", p)
+    return CachedGenerator(gen, p)
+
+
+__all__ = ["Generator", "SamplingParams", "cut_at_stop", "make_backend", "make_generator"]

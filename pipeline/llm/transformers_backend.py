@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -14,6 +15,24 @@ from pipeline.models import resolve_llm
 log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Logit rows materialised at once by token_logprobs (each row is vocabulary-sized).
+_LOGPROB_POSITIONS = 2048
+
+
+@dataclass
+class TokenLogprobs:
+    """Teacher-forced per-token view of one text (what OpenAI's echo + logprobs returns).
+
+    `tokens` concatenate to the text exactly; `text_offset[i]` is the character where token i
+    starts (a leading space belongs to the token, as in " Paris"); `token_logprobs[i]` is
+    log P(token i | special prefix such as BOS + tokens < i), None only when nothing precedes
+    it; `top_logprobs[i]` maps the k most likely tokens at that position to their log-probs.
+    """
+
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    text_offset: list[int]
+    top_logprobs: list[dict[str, float] | None] | None = None
 
 
 class TransformersGenerator:
@@ -182,6 +201,118 @@ class TransformersGenerator:
                 rows_lp = logp[j, s - 1 - first : e - 1 - first]
                 result[i] = float(rows_lp.gather(1, targets[:, None]).sum())
         return result
+
+    @property
+    def max_model_len(self) -> int | None:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+    def _encode_with_offsets(self, text: str) -> tuple[list[int], list[int | None]]:
+        """Token ids (with special tokens) and each token's start offset (None = special)."""
+        tok = self.tokenizer
+        if tok.is_fast:
+            enc = tok(
+                text,
+                add_special_tokens=True,
+                return_offsets_mapping=True,
+                return_special_tokens_mask=True,
+            )
+            starts = [
+                None if special else start
+                for (start, _), special in zip(
+                    enc["offset_mapping"], enc["special_tokens_mask"], strict=True
+                )
+            ]
+            return list(enc["input_ids"]), starts
+        # Slow tokenizers have no offset mapping: decode growing prefixes instead.
+        ids = tok(text, add_special_tokens=True)["input_ids"]
+        special = set(tok.all_special_ids)
+        starts: list[int | None] = []
+        body: list[int] = []
+        for i in ids:
+            if i in special:
+                starts.append(None)
+                continue
+            starts.append(len(tok.decode(body, skip_special_tokens=True)))
+            body.append(i)
+        return ids, starts
+
+    @torch.inference_mode()
+    def token_logprobs(self, texts: Sequence[str], top_k: int = 0) -> list[TokenLogprobs]:
+        """Per-token log-probs of each whole text under teacher forcing (no truncation).
+
+        Special tokens the tokenizer adds (BOS) condition the first text token but are not
+        reported. Used by the OpenAI-compatible server for `echo` + `logprobs`, which is how
+        the HTTP backend scores continuations.
+        """
+        tok = self.tokenizer
+        encoded = [self._encode_with_offsets(t) for t in texts]
+        result: list[TokenLogprobs | None] = [None] * len(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i][0]))
+        groups: list[list[int]] = []
+        for i in order:  # longest first: a group's width is its first row's length
+            if groups:
+                g = groups[-1]
+                width = max(len(encoded[g[0]][0]), 1)
+                if len(g) < self.batch_size and (len(g) + 1) * width <= _LOGPROB_POSITIONS:
+                    g.append(i)
+                    continue
+            groups.append([i])
+        for group in groups:
+            rows = [encoded[i][0] for i in group]
+            width = max(len(r) for r in rows)
+            if width < 2:  # nothing to predict (empty text, maybe a lone BOS)
+                for i in group:
+                    n = sum(s is not None for s in encoded[i][1])
+                    result[i] = TokenLogprobs(
+                        [texts[i]] if n else [],
+                        [None] * n,
+                        [0] * n,
+                        [None] * n if top_k else None,
+                    )
+                continue
+            ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for j, r in enumerate(rows):
+                if r:
+                    ids[j, : len(r)] = torch.tensor(r)
+                    mask[j, : len(r)] = 1
+            logits = (
+                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+                .logits[:, :-1]
+                .float()
+            )
+            lse = torch.logsumexp(logits, dim=-1)
+            picked = logits.gather(-1, ids[:, 1:, None].to(self.device)).squeeze(-1) - lse
+            picked = picked.cpu().tolist()
+            if top_k:
+                vals, idx = logits.topk(top_k, dim=-1)
+                vals = (vals - lse[..., None]).cpu().tolist()
+                idx = idx.cpu().tolist()
+            del logits
+            for j, i in enumerate(group):
+                text = texts[i]
+                starts = encoded[i][1]
+                keep = [p for p, s in enumerate(starts) if s is not None]
+                offs = [starts[p] for p in keep]
+                ends = [*offs[1:], len(text)] if offs else []
+                entry = TokenLogprobs(
+                    tokens=[text[o:e] if e >= o else "" for o, e in zip(offs, ends, strict=True)],
+                    token_logprobs=[picked[j][p - 1] if p > 0 else None for p in keep],
+                    text_offset=offs,
+                    top_logprobs=[] if top_k else None,
+                )
+                if top_k:
+                    for p in keep:
+                        if p == 0:
+                            entry.top_logprobs.append(None)
+                            continue
+                        names = tok.convert_ids_to_tokens(idx[j][p - 1])
+                        top: dict[str, float] = {}
+                        for name, v in zip(names, vals[j][p - 1], strict=True):
+                            top.setdefault(tok.convert_tokens_to_string([name]), v)
+                        entry.top_logprobs.append(top)
+                result[i] = entry
+        return result  # type: ignore[return-value]
 
 
 def _batches(items: list[int], size: int):

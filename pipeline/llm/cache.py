@@ -1,0 +1,202 @@
+"""A crash-safe response cache in front of any Generator.
+
+Keys are fingerprints of *what was asked*, never of code: sha256 of the canonical orjson of
+("generate", model id, prompt, sampling params incl. n, stop and seed[, occurrence]) or
+("score", model id, prompt, continuation). An interrupted run therefore re-uses every
+generation that finished before it died, and a code change does not invalidate the cache
+(change the model id or delete the file to start over).
+
+Semantics worth knowing:
+- Sampling with `seed=None` and `temperature > 0` is cached too: a re-run returns the samples
+  the first run drew instead of new ones. That is the point (resume reproduces the run); to
+  draw fresh samples use another seed or disable `llm.cache`.
+- A prompt that appears k times in one sampled batch gets k distinct entries (the occurrence
+  number is part of the key), so duplicates stay independent samples and a re-run reproduces
+  each of them. Greedy duplicates (temperature 0) share one entry and go to the model once.
+- Storage is one SQLite file in WAL mode; each generate/score batch is one transaction
+  committed before the call returns, so killing the process (even `kill -9`) loses at most the
+  batch in flight. Several processes may share the file (writers wait up to 60 s for the lock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from pipeline.llm.base import Generator, SamplingParams
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key     TEXT PRIMARY KEY,   -- sha256 of the canonical request
+    kind    TEXT NOT NULL,      -- generate | score
+    model   TEXT NOT NULL,
+    value   BLOB NOT NULL,      -- orjson: list[str] (generate) or float (score)
+    created REAL NOT NULL
+)
+"""
+_IN_CHUNK = 500  # bound SQL parameter counts per lookup
+
+
+def _key(parts: list) -> str:
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def generate_keys(model_id: str, prompts: Sequence[str], params: SamplingParams) -> list[str]:
+    """One cache key per prompt; sampled duplicates within a batch are numbered."""
+    p = params.to_dict()
+    seen: dict[str, int] = {}
+    keys = []
+    for prompt in prompts:
+        k = seen.get(prompt, 0)
+        seen[prompt] = k + 1
+        parts: list = ["generate", model_id, prompt, p]
+        if k and params.temperature > 0:
+            parts.append(k)
+        keys.append(_key(parts))
+    return keys
+
+
+def score_key(model_id: str, prompt: str, continuation: str) -> str:
+    return _key(["score", model_id, prompt, continuation])
+
+
+def default_cache_path(cfg) -> Path:
+    """llm.cache_path, or <store.out_dir>/llm_cache/responses.sqlite (relative to the repo)."""
+    if cfg.llm.cache_path:
+        return cfg.resolve_path(cfg.llm.cache_path)
+    return cfg.resolve_path(cfg.store.out_dir) / "llm_cache" / "responses.sqlite"
+
+
+class CachedGenerator:
+    """Generator wrapper: look up every request, send only the misses (in one inner call)."""
+
+    def __init__(self, inner: Generator, path: str | Path) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        # isolation_level=None: no implicit transactions; each batch is an explicit one.
+        self._db = sqlite3.connect(
+            self.path, timeout=60, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a committed batch survives any process crash (only an OS crash or
+        # power loss can drop the last commits, never corrupt the file).
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self.hits = 0
+        self.misses = 0
+        self.score_hits = 0
+        self.score_misses = 0
+
+    def __getattr__(self, name: str):
+        # Extra backend methods (token_logprobs, generate_guided, tokenizer...) pass through
+        # uncached.
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "score_hits": self.score_hits,
+            "score_misses": self.score_misses,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> CachedGenerator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, object]:
+        found: dict[str, object] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(unique), _IN_CHUNK):
+                chunk = unique[i : i + _IN_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk
+                ).fetchall()
+                for k, v in rows:
+                    try:
+                        found[k] = orjson.loads(v)
+                    except orjson.JSONDecodeError:
+                        continue  # unreadable entry: recompute and overwrite it
+        return found
+
+    def _put_many(self, kind: str, items: dict[str, object]) -> None:
+        now = time.time()
+        rows = [(k, kind, self.model_id, orjson.dumps(v), now) for k, v in items.items()]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO responses (key, kind, model, value, created) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- Generator -------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
+        keys = generate_keys(self.model_id, prompts, params)
+        found = self._get_many(keys)
+        found = {k: v for k, v in found.items() if isinstance(v, list) and len(v) == params.n}
+        todo: dict[str, int] = {}  # key -> first index asking for it
+        for i, k in enumerate(keys):
+            if k not in found:
+                todo.setdefault(k, i)
+        n_miss = sum(k not in found for k in keys)
+        if todo:
+            send = list(todo.values())
+            outs = self.inner.generate([prompts[i] for i in send], params)
+            fresh = {keys[i]: list(o) for i, o in zip(send, outs, strict=True)}
+            self._put_many("generate", fresh)
+            found.update(fresh)
+        self.hits += len(keys) - n_miss
+        self.misses += n_miss
+        return [list(found[k]) for k in keys]  # type: ignore[arg-type]
+
+    def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
+        if len(prompts) != len(continuations):
+            raise ValueError("score() needs one continuation per prompt")
+        keys = [score_key(self.model_id, p, c) for p, c in zip(prompts, continuations, strict=True)]
+        found = {k: v for k, v in self._get_many(keys).items() if isinstance(v, int | float)}
+        todo: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in found:
+                todo.setdefault(k, i)
+        n_miss = sum(k not in found for k in keys)
+        if todo:
+            send = list(todo.values())
+            vals = self.inner.score([prompts[i] for i in send], [continuations[i] for i in send])
+            fresh = {keys[i]: float(v) for i, v in zip(send, vals, strict=True)}
+            self._put_many("score", fresh)
+            found.update(fresh)
+        self.score_hits += len(keys) - n_miss
+        self.score_misses += n_miss
+        return [float(found[k]) for k in keys]  # type: ignore[arg-type]
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)

@@ -1,0 +1,380 @@
+"""HTTP backend: any OpenAI-compatible *completions* server behind the Generator interface.
+
+Works with `vllm serve`, SGLang, TGI's OpenAI route and `python -m pipeline.llm.openai_server`
+(which serves the embedded CPU model the same way). Only the legacy `POST /v1/completions`
+endpoint is used: prompts are raw text, so the pipeline's few-shot prompts reach the model
+unchanged (no chat template).
+
+- generate(): prompts go out in requests of `batch_size` prompts (the completions API takes a
+  list of prompts and `n`; the server batches them), at most `max_concurrency` requests in
+  flight. Completions are cut at the first stop string again on our side.
+- score(): the echo trick. `prompt + continuation` is sent with `echo=True, max_tokens=0,
+  logprobs=0`; the server returns the prompt's tokens with `token_logprobs` and `text_offset`,
+  and the tokens starting at or after `len(prompt)` (and before the end of the continuation)
+  are summed. Tokenization-boundary caveat: the text is tokenized as one string, so a token
+  that straddles the prompt/continuation boundary (e.g. prompt "Answer:" + continuation ":x",
+  or a prompt ending in a space) is counted with neither part; the in-process backends
+  tokenize prompt and continuation separately. When the continuation starts on a token
+  boundary (a leading space, a newline) both agree. Servers that reject `max_tokens=0` are
+  retried once with `max_tokens=1` (the generated token lies past the continuation and is
+  ignored).
+- count_tokens(): vLLM's `POST /tokenize` (`{"prompt", "add_special_tokens": false}` ->
+  `{"count"}`), which this project's server also speaks. Servers without it (404/405) fall back
+  to a local tokenizer named by `llm.tokenizer`; without one, a clear error. Results are
+  memoised per text.
+- Errors: connect errors, timeouts, 429 and 5xx are retried with exponential backoff
+  (`retry_backoff_s * 2**attempt`, at most 60 s, a numeric Retry-After honoured); other 4xx
+  fail at once. Both raise with the URL, the status and the server's message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from pipeline.llm.base import SamplingParams, cut_at_stop
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUS = {408, 429}
+_MAX_BACKOFF_S = 60.0
+
+
+class LLMServerError(RuntimeError):
+    """The server answered with an error status (after retries, for retryable ones)."""
+
+    def __init__(self, url: str, status: int, message: str, attempts: int = 1) -> None:
+        self.url, self.status, self.server_message, self.attempts = url, status, message, attempts
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        super().__init__(f"POST {url} failed with HTTP {status}{tries}: {message}")
+
+
+class LLMConnectionError(RuntimeError):
+    """The server could not be reached (or kept timing out) after all retries."""
+
+    def __init__(self, url: str, cause: BaseException, attempts: int) -> None:
+        self.url, self.attempts = url, attempts
+        kind = type(cause).__name__
+        super().__init__(
+            f"POST {url}: no response after {attempts} attempt(s) ({kind}: {cause}); "
+            "is the server running and is llm.base_url right?"
+        )
+
+
+def normalize_base_url(url: str) -> str:
+    """ "http://h:8000", "http://h:8000/" and "http://h:8000/v1" all name the same server."""
+    url = url.strip().rstrip("/")
+    return url.removesuffix("/v1")
+
+
+def server_message(res: httpx.Response) -> str:
+    """The human part of an error body in the shapes OpenAI, vLLM, TGI and FastAPI use."""
+    try:
+        body = res.json()
+    except ValueError:
+        return res.text.strip()[:500] or res.reason_phrase
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+        if isinstance(err, str) and err:
+            return err
+    return str(body)[:500]
+
+
+def continuation_logprob(
+    tokens_offsets: Sequence[int],
+    token_logprobs: Sequence[float | None],
+    start: int,
+    end: int,
+    tokens: Sequence[str] | None = None,
+    text: str | None = None,
+) -> float:
+    """Sum the log-probs of the tokens whose text starts in [start, end).
+
+    If the servers' offsets count the text of leading special tokens (e.g. "<bos>") that the
+    echoed text does not contain, they are shifted back first (detected by comparing the
+    concatenated tokens with the echoed text).
+    """
+    shift = 0
+    if tokens is not None and text is not None:
+        joined = "".join(tokens)
+        if joined != text and joined.endswith(text):
+            shift = len(joined) - len(text)
+    total = 0.0
+    for off, lp in zip(tokens_offsets, token_logprobs, strict=True):
+        if lp is not None and start <= off - shift < end:
+            total += float(lp)
+    return total
+
+
+class HTTPGenerator:
+    """Generator over an OpenAI-compatible completions server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        prompts_per_request: int = 16,
+        max_concurrency: int = 8,
+        request_timeout_s: float = 600.0,
+        max_retries: int = 5,
+        retry_backoff_s: float = 1.0,
+        api_key: str | None = None,
+        tokenizer: str | None = None,
+        tokenizer_cache_dir: str = "~/.cache/evidence-curriculum/models",
+    ) -> None:
+        if not base_url:
+            raise ValueError("the http backend needs llm.base_url (e.g. http://127.0.0.1:8000)")
+        self.base_url = normalize_base_url(base_url)
+        self.model_id = model
+        self.prompts_per_request = max(1, prompts_per_request)
+        self.max_concurrency = max(1, max_concurrency)
+        self.max_retries = max_retries
+        self.retry_backoff_s = retry_backoff_s
+        self._tokenizer_ref = tokenizer
+        self._tokenizer_cache_dir = tokenizer_cache_dir
+        self._local_tokenizer = None
+        self._server_tokenize: bool | None = None  # unknown until first tried
+        self._echo_max_tokens = 0
+        self._lock = threading.Lock()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(request_timeout_s, connect=min(10.0, request_timeout_s)),
+            limits=httpx.Limits(
+                max_connections=self.max_concurrency,
+                max_keepalive_connections=self.max_concurrency,
+            ),
+        )
+        self.requests_sent = 0  # attempts, including retries
+
+    @classmethod
+    def from_config(cls, llm) -> HTTPGenerator:
+        api_key = None
+        if llm.api_key_env:
+            api_key = os.environ.get(llm.api_key_env)
+            if not api_key:
+                raise ValueError(
+                    f"llm.api_key_env names {llm.api_key_env!r}, which is not set or empty"
+                )
+        return cls(
+            llm.base_url,
+            llm.model,
+            prompts_per_request=llm.batch_size,
+            max_concurrency=llm.max_concurrency,
+            request_timeout_s=llm.request_timeout_s,
+            max_retries=llm.max_retries,
+            retry_backoff_s=llm.retry_backoff_s,
+            api_key=api_key,
+            tokenizer=llm.tokenizer,
+            tokenizer_cache_dir=llm.cache_dir,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HTTPGenerator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------------
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict:
+        url = f"{self.base_url}{path}"
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            with self._lock:
+                self.requests_sent += 1
+            try:
+                res = self._client.post(url, json=body)
+            except httpx.TransportError as exc:  # connect errors, timeouts, broken streams
+                if last:
+                    raise LLMConnectionError(url, exc, attempts) from exc
+                self._sleep(attempt, None)
+                log.warning("%s: %s; retrying (%d/%d)", url, exc, attempt + 1, self.max_retries)
+                continue
+            if res.status_code < 400:
+                try:
+                    return res.json()
+                except ValueError as exc:
+                    raise LLMServerError(
+                        url, res.status_code, f"response is not JSON: {res.text[:200]!r}"
+                    ) from exc
+            retryable = res.status_code >= 500 or res.status_code in _RETRY_STATUS
+            if not retryable or last:
+                raise LLMServerError(url, res.status_code, server_message(res), attempt + 1)
+            log.warning(
+                "%s: HTTP %d (%s); retrying (%d/%d)",
+                url,
+                res.status_code,
+                server_message(res)[:200],
+                attempt + 1,
+                self.max_retries,
+            )
+            self._sleep(attempt, res.headers.get("retry-after"))
+        raise AssertionError("unreachable")
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.retry_backoff_s * (2**attempt)
+        if retry_after:
+            with contextlib.suppress(ValueError):  # an HTTP date: keep our own schedule
+                delay = max(delay, float(retry_after))
+        delay = min(delay, _MAX_BACKOFF_S)
+        time.sleep(delay * (1 + 0.1 * random.random()))
+
+    def _map_requests(self, bodies: list[dict], path: str = "/v1/completions") -> list[dict]:
+        if len(bodies) <= 1 or self.max_concurrency == 1:
+            return [self._post(path, b) for b in bodies]
+        with ThreadPoolExecutor(min(self.max_concurrency, len(bodies))) as pool:
+            return list(pool.map(lambda b: self._post(path, b), bodies))
+
+    def _chunks(self, n_items: int) -> list[range]:
+        step = self.prompts_per_request
+        return [range(i, min(i + step, n_items)) for i in range(0, n_items, step)]
+
+    @staticmethod
+    def _choices(res: dict, expected: int, url: str) -> list[dict]:
+        choices = res.get("choices")
+        if not isinstance(choices, list) or len(choices) != expected:
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise LLMServerError(url, 200, f"expected {expected} choices, got {got}")
+        return sorted(choices, key=lambda c: c.get("index", 0))
+
+    # -- Generator -------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
+        """n completions per prompt; choices are ordered prompt-major by their `index`."""
+        prompts = list(prompts)
+        if not prompts:
+            return []
+        chunks = self._chunks(len(prompts))
+        bodies = [
+            {
+                "model": self.model_id,
+                "prompt": [prompts[i] for i in chunk],
+                "n": params.n,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "max_tokens": params.max_tokens,
+                "stop": list(params.stop) or None,
+                "seed": params.seed,
+            }
+            for chunk in chunks
+        ]
+        url = f"{self.base_url}/v1/completions"
+        out: list[list[str]] = []
+        for chunk, res in zip(chunks, self._map_requests(bodies), strict=True):
+            choices = self._choices(res, len(chunk) * params.n, url)
+            texts = [cut_at_stop(c.get("text") or "", params.stop) for c in choices]
+            out.extend(texts[k * params.n : (k + 1) * params.n] for k in range(len(chunk)))
+        return out
+
+    def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
+        if len(prompts) != len(continuations):
+            raise ValueError("score() needs one continuation per prompt")
+        if not prompts:
+            return []
+        full = [p + c for p, c in zip(prompts, continuations, strict=True)]
+        chunks = self._chunks(len(full))
+        try:
+            results = self._score_requests(full, chunks)
+        except LLMServerError as exc:
+            if exc.status != 400 or self._echo_max_tokens != 0:
+                raise
+            # Some servers insist on max_tokens >= 1; the extra token is ignored below.
+            log.info("%s rejected max_tokens=0 with echo (%s); using 1", exc.url, exc)
+            self._echo_max_tokens = 1
+            results = self._score_requests(full, chunks)
+        url = f"{self.base_url}/v1/completions"
+        out: list[float] = []
+        for chunk, res in zip(chunks, results, strict=True):
+            for i, choice in zip(chunk, self._choices(res, len(chunk), url), strict=True):
+                lp = choice.get("logprobs") or {}
+                offsets, values = lp.get("text_offset"), lp.get("token_logprobs")
+                if offsets is None or values is None:
+                    raise LLMServerError(
+                        url, 200, "no logprobs.text_offset/token_logprobs in an echo response"
+                    )
+                start = len(prompts[i])
+                out.append(
+                    continuation_logprob(
+                        offsets,
+                        values,
+                        start,
+                        start + len(continuations[i]),
+                        lp.get("tokens"),
+                        choice.get("text"),
+                    )
+                )
+        return out
+
+    def _score_requests(self, full: list[str], chunks: list[range]) -> list[dict]:
+        bodies = [
+            {
+                "model": self.model_id,
+                "prompt": [full[i] for i in chunk],
+                "echo": True,
+                "max_tokens": self._echo_max_tokens,
+                "logprobs": 0,
+                "temperature": 0.0,
+                "n": 1,
+            }
+            for chunk in chunks
+        ]
+        return self._map_requests(bodies)
+
+    def count_tokens(self, text: str) -> int:
+        return self._count_tokens(text)
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 - one generator per process
+    def _count_tokens(self, text: str) -> int:
+        if self._server_tokenize is not False:
+            try:
+                res = self._post(
+                    "/tokenize",
+                    {"model": self.model_id, "prompt": text, "add_special_tokens": False},
+                )
+                self._server_tokenize = True
+                if "count" in res:
+                    return int(res["count"])
+                return len(res["tokens"])
+            except LLMServerError as exc:
+                if exc.status not in (404, 405) or self._server_tokenize:
+                    raise
+                self._server_tokenize = False
+                log.info("%s has no /tokenize; counting tokens locally", self.base_url)
+        return len(self._tokenizer().encode(text, add_special_tokens=False))
+
+    def _tokenizer(self):
+        if self._local_tokenizer is None:
+            if not self._tokenizer_ref:
+                raise RuntimeError(
+                    f"{self.base_url} has no POST /tokenize and llm.tokenizer is not set: set "
+                    "llm.tokenizer to the served model's tokenizer (a local path, hub id or "
+                    "registry:<package>) so count_tokens can work"
+                )
+            from transformers import AutoTokenizer
+
+            from pipeline.models import resolve_llm
+
+            path = resolve_llm(self._tokenizer_ref, self._tokenizer_cache_dir)
+            self._local_tokenizer = AutoTokenizer.from_pretrained(path)
+        return self._local_tokenizer

@@ -1,0 +1,322 @@
+"""Serve any Generator as an OpenAI-compatible completions server.
+
+    python -m pipeline.llm.openai_server --config configs/embedded.yaml --host 127.0.0.1 --port 8001
+
+Endpoints (the subset of vLLM's server that trainers and the HTTP backend use):
+
+- `POST /v1/completions`: `prompt` (a string or a list of strings), `n`, `temperature`,
+  `top_p`, `max_tokens` (0 allowed with `echo`), `stop`, `seed`, `echo`, `logprobs` (0-5).
+  One request is ONE `generate` call of the wrapped generator (all prompts, `n` each), so the
+  backend batches it; requests are served one at a time. Choices are prompt-major
+  (`index = prompt_index * n + j`). With `logprobs`, each choice carries
+  `{tokens, token_logprobs, text_offset, top_logprobs}` for its `text` (the prompt included
+  when `echo`), offsets indexing into that `text`; they are teacher-forced log-probs of the
+  text tokenized as one string (the generator's `token_logprobs`), so tokens straddling the
+  prompt/completion boundary belong to neither side without `echo`. `finish_reason` is
+  "length" when the completion used all `max_tokens` tokens, else "stop".
+- `GET /v1/models`, `GET /health`.
+- `POST /tokenize`: vLLM's shape, `{"prompt", "add_special_tokens"}` -> `{"count", "tokens",
+  "max_model_len"}`.
+
+Errors use OpenAI's body `{"error": {"message", "type", "param", "code"}}`: 400 for invalid
+requests, 404 for an unknown model name, 500 when the generator fails.
+"""
+
+import argparse
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.llm.base import Generator, SamplingParams
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8001  # the retrieval server defaults to 8000
+
+
+class Limits(BaseModel):
+    max_prompts: int = 1024
+    max_n: int = 64
+    max_tokens: int = 4096
+    max_prompt_chars: int = 200_000
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 404: "NotFoundError", 500: "internal_error"}
+
+
+def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content={
+            "error": {
+                "message": message,
+                "type": _ERROR_TYPES.get(status, "error"),
+                "param": param,
+                "code": status,
+            }
+        },
+    )
+
+
+def create_app(
+    generator: Generator, served_model_name: str | None = None, limits: Limits | None = None
+) -> FastAPI:
+    limits = limits or Limits()
+    model_name = served_model_name or generator.model_id
+    created = int(time.time())
+    lock = threading.Lock()  # the wrapped generator runs one batch at a time
+
+    class CompletionRequest(BaseModel):
+        model_config = ConfigDict(extra="allow")  # OpenAI clients send more; ignored
+        model: str | None = None
+        prompt: str | list[str]
+        n: int = Field(1, ge=1, le=limits.max_n)
+        temperature: float = Field(1.0, ge=0.0, le=2.0)
+        top_p: float = Field(1.0, gt=0.0, le=1.0)
+        max_tokens: int = Field(16, ge=0, le=limits.max_tokens)
+        stop: str | list[str] | None = None
+        seed: int | None = None
+        echo: bool = False
+        logprobs: int | None = Field(None, ge=0, le=5)
+        stream: bool = False
+        best_of: int | None = None
+        suffix: str | None = None
+
+    class TokenizeRequest(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        model: str | None = None
+        prompt: str
+        add_special_tokens: bool = True
+
+    app = FastAPI(title="curriculum LLM (OpenAI-compatible)", version="1")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        parts, param = [], None
+        for e in exc.errors():
+            loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
+            param = param or loc or None
+            parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+        return _error(400, "; ".join(parts) or "invalid request", param)
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.param)
+
+    def _check_model(name: str | None) -> None:
+        if name and name != model_name:
+            raise APIError(
+                404,
+                f"The model `{name}` does not exist; this server serves `{model_name}`",
+                "model",
+            )
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name}
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        card = {
+            "id": model_name,
+            "object": "model",
+            "created": created,
+            "owned_by": "evidence-curriculum",
+            "root": generator.model_id,
+            "max_model_len": getattr(generator, "max_model_len", None),
+        }
+        return {"object": "list", "data": [card]}
+
+    @app.post("/tokenize")
+    def tokenize(req: TokenizeRequest) -> dict[str, Any]:
+        _check_model(req.model)
+        tok = getattr(generator, "tokenizer", None)
+        if tok is not None:
+            ids = list(tok(req.prompt, add_special_tokens=req.add_special_tokens)["input_ids"])
+            count = len(ids)
+        else:
+            if req.add_special_tokens:
+                raise APIError(
+                    400,
+                    "this backend counts tokens without special tokens only",
+                    "add_special_tokens",
+                )
+            ids, count = None, generator.count_tokens(req.prompt)
+        return {
+            "count": count,
+            "tokens": ids,
+            "max_model_len": getattr(generator, "max_model_len", None),
+        }
+
+    @app.post("/v1/completions")
+    def completions(req: CompletionRequest) -> dict[str, Any]:
+        _check_model(req.model)
+        if req.stream:
+            raise APIError(400, "stream=true is not supported by this server", "stream")
+        if req.suffix:
+            raise APIError(400, "suffix is not supported by this server", "suffix")
+        if req.best_of is not None and req.best_of != req.n:
+            raise APIError(400, "best_of other than n is not supported", "best_of")
+        prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
+        if not prompts:
+            raise APIError(400, "prompt: at least one prompt is required", "prompt")
+        if len(prompts) > limits.max_prompts:
+            raise APIError(
+                400, f"{len(prompts)} prompts; the limit is {limits.max_prompts}", "prompt"
+            )
+        for i, p in enumerate(prompts):
+            if len(p) > limits.max_prompt_chars:
+                raise APIError(
+                    400,
+                    f"prompt {i} has {len(p)} characters; the limit is {limits.max_prompt_chars}",
+                    "prompt",
+                )
+        if req.max_tokens == 0 and not req.echo:
+            raise APIError(400, "max_tokens=0 is only allowed with echo=true", "max_tokens")
+        if req.logprobs is not None and not hasattr(generator, "token_logprobs"):
+            raise APIError(
+                400, f"logprobs are not supported by {type(generator).__name__}", "logprobs"
+            )
+        stop = tuple([req.stop] if isinstance(req.stop, str) else (req.stop or []))
+        params = SamplingParams(
+            n=req.n,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            max_tokens=req.max_tokens,
+            stop=stop,
+            seed=req.seed,
+        )
+        try:
+            with lock:
+                if req.max_tokens > 0:
+                    outs = generator.generate(prompts, params)
+                else:
+                    outs = [[""] * req.n for _ in prompts]
+                lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)
+                usage = _usage(generator, prompts, outs)
+                n_tokens = [[generator.count_tokens(t) for t in o] for o in outs]
+        except ValueError as exc:
+            raise APIError(400, str(exc)) from exc
+        except Exception as exc:
+            log.exception("completion failed")
+            raise APIError(500, f"{type(exc).__name__}: {exc}") from exc
+        choices = []
+        for i, p in enumerate(prompts):
+            for j, text in enumerate(outs[i]):
+                k = i * req.n + j
+                choices.append(
+                    {
+                        "index": k,
+                        "text": p + text if req.echo else text,
+                        "logprobs": lps[k] if lps is not None else None,
+                        "finish_reason": ("length" if n_tokens[i][j] >= req.max_tokens else "stop"),
+                    }
+                )
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model_name,
+            "choices": choices,
+            "usage": usage,
+        }
+
+    return app
+
+
+def _usage(generator, prompts: Sequence[str], outs: list[list[str]]) -> dict[str, int]:
+    prompt_tokens = sum(generator.count_tokens(p) for p in prompts)
+    completion_tokens = sum(generator.count_tokens(t) for o in outs for t in o)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _logprobs(
+    generator, prompts: Sequence[str], outs: list[list[str]], k: int | None, echo: bool
+) -> list[dict] | None:
+    """OpenAI `logprobs` objects for every choice, from ONE token_logprobs call."""
+    if k is None:
+        return None
+    texts = [p + t for p, o in zip(prompts, outs, strict=True) for t in o]
+    starts = [0 if echo else len(p) for p, o in zip(prompts, outs, strict=True) for _ in o]
+    views = generator.token_logprobs(texts, top_k=k)
+    result = []
+    for view, start in zip(views, starts, strict=True):
+        keep = [i for i, off in enumerate(view.text_offset) if off >= start]
+        top = view.top_logprobs
+        result.append(
+            {
+                "tokens": [view.tokens[i] for i in keep],
+                "token_logprobs": [view.token_logprobs[i] for i in keep],
+                "text_offset": [view.text_offset[i] - start for i in keep],
+                "top_logprobs": [top[i] for i in keep] if top is not None else None,
+            }
+        )
+    return result
+
+
+def serve(
+    cfg,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    served_model_name: str | None = None,
+    log_level: str = "info",
+) -> None:
+    """Load `cfg.llm`'s backend (uncached) and serve it until interrupted.
+
+    The entry point for `python -m pipeline.llm.openai_server` and `curriculum llm serve`.
+    """
+    import uvicorn
+
+    from pipeline.llm import make_backend
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    generator = make_backend(cfg.llm)
+    app = create_app(generator, served_model_name or cfg.llm.model)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from pipeline.config import load_config
+
+    ap = argparse.ArgumentParser(
+        prog="python -m pipeline.llm.openai_server",
+        description="Serve the configured LLM as an OpenAI-compatible completions server.",
+    )
+    ap.add_argument("--config", "-p", default=None, help="YAML profile (default: embedded)")
+    ap.add_argument(
+        "--set", "-s", action="append", default=[], help="override, e.g. llm.batch_size=8"
+    )
+    ap.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ap.add_argument("--served-model-name", default=None, help="model name clients send")
+    ap.add_argument("--log-level", default="info")
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    cfg = load_config(args.config, args.set)
+    serve(cfg, args.host, args.port, args.served_model_name, args.log_level)
+
+
+if __name__ == "__main__":
+    main()

