@@ -151,6 +151,10 @@ class GenerationConfig(_Section):
     max_turns: int = Field(5, ge=1)
     # Let the proposer call the search tool (multi-hop questions); the solver always may.
     proposer_search: bool = True
+    # The proposer may search at most h - 1 times for an h-hop question; past that, or on the
+    # last allowed turn, the engine opens the final tag (<question> / <answer>) so weak models
+    # still finish. false: plain Search-R1 (no forcing, no search budget).
+    force_final: bool = True
     few_shot: str = "data/prompts/proposer_fewshot.jsonl"
 
 

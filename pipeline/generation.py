@@ -21,7 +21,7 @@ from pipeline.agents.prompts import (
     render_path,
 )
 from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
-from pipeline.agents.solver import SolverResult, solve
+from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
     VerifierResult,
@@ -39,14 +39,11 @@ from pipeline.rewards import (
     proposer_reward,
     validity,
 )
+from pipeline.rollout import Rollout, RolloutConfig, run_rollouts
 from pipeline.store import ShardFile, Store, utcnow
 from schemas.tables import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
-
-# The foundation proposer is single-turn: it makes no tool calls and has no planning turn, so
-# F_think = 0 and F_tool(h) = min(1/h, 1) until the multi-turn rollout engine lands.
-ASSISTANT_TURNS, PLANNING_TURNS, TOOL_CALLS = 1, 0, 0
 
 
 def stable_int(*parts: object) -> int:
@@ -75,8 +72,17 @@ class GenerationContext:
 @dataclass
 class ShardOutput:
     curriculum: list[dict]
+    proposer_rollouts: list[dict]
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
+
+
+def _waypoints(subgraph: dict | None) -> list[list[str]]:
+    """Surface forms of the waypoints v0..v_{K-1} (labels, else ids) of a linked subgraph."""
+    if not subgraph or not subgraph.get("waypoints"):
+        return []
+    labels = {n["id"]: n.get("label") for n in subgraph["target_path"]["nodes"]}
+    return [[labels.get(w) or w] for w in subgraph["waypoints"]]
 
 
 def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem]) -> ShardOutput:
@@ -93,42 +99,64 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     graphs = [ctx.subgraphs.get(it.subgraph_id) if it.subgraph_id else None for it in items]
     facts = [render_path(sg["target_path"]) if sg else None for sg in graphs]
     prompts = [
-        proposer_prompt(t, x, ctx.shots, g.evidence_mode, f)
-        for t, x, f in zip(titles, texts, facts, strict=True)
+        proposer_prompt(t, x, ctx.shots, g.evidence_mode, f, it.hop_count, it.task_type)
+        for t, x, f, it in zip(titles, texts, facts, items, strict=True)
     ]
     params = SamplingParams(
         n=1,
         temperature=g.proposer_temperature,
         top_p=g.proposer_top_p,
         max_tokens=g.proposer_max_tokens,
-        stop=PROPOSER_STOP,
         seed=seed,
     )
-    raws = [o[0] for o in gen.generate(prompts, params)]
-    proposals = [
-        parse_proposal(raw, pid, text, g.evidence_mode)
-        for raw, pid, text in zip(raws, pids, texts, strict=True)
-    ]
+    rcfg = RolloutConfig(
+        "<evidence>",
+        "</evidence>",
+        g.max_turns,
+        cfg.retrieval.topk,
+        cfg.retrieval.max_tokens_per_response,
+        g.proposer_search,
+        PROPOSER_STOP,
+        "<question>" if g.force_final else None,
+    )
+    budgets = [max(it.hop_count - 1, 0) if g.force_final else None for it in items]
+    groups = run_rollouts(gen, ctx.retriever, prompts, params, rcfg, budgets)
+    pro = [grp[0] for grp in groups]
+    proposals = []
+    for roll, pid, text in zip(pro, pids, texts, strict=True):
+        seen = list(dict.fromkeys(x for rows_ in roll.retrieved_rows for x in rows_))
+        snippets = [(p, t) for p, _, t in ctx.retriever.passages.get(seen)] if seen else []
+        proposals.append(parse_proposal(roll.transcript, pid, text, g.evidence_mode, snippets))
     checks = [_check(p, ctx.shots) for p in proposals]
 
     # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
     solve_idx = [i for i, (ok, _) in enumerate(checks) if ok]
     solved = {}
     if solve_idx:
-        res = solve(
-            gen,
-            ctx.retriever,
-            [rids[i] for i in solve_idx],
-            [proposals[i].question for i in solve_idx],
-            [proposals[i].answer for i in solve_idx],
-            ctx.shots,
+        tasks = [
+            SolverTask(
+                rids[i],
+                proposals[i].question,
+                proposals[i].answer,
+                proposals[i].evidence if proposals[i].evidence_status == "verbatim" else None,
+                proposals[i].evidence_passage_id,
+                _waypoints(graphs[i]),
+            )
+            for i in solve_idx
+        ]
+        settings = SolverSettings(
             n=r.n_solver,
+            temperature=v.temperature,
+            max_tokens=g.solver_max_tokens,
+            seed=seed + 1,
+            max_turns=g.max_turns,
             topk=cfg.retrieval.topk,
             max_doc_tokens=cfg.retrieval.max_tokens_per_response,
-            temperature=v.temperature,
-            max_tokens=g.answer_max_tokens,
-            seed=seed + 1,
+            lambda_e=r.lambda_e,
+            wcr_alpha=r.wcr_alpha,
+            force_final=g.force_final,
         )
+        res = solve(gen, ctx.retriever, tasks, ctx.shots, settings)
         solved = dict(zip(solve_idx, res, strict=True))
     ver_idx = [i for i in solve_idx if proposals[i].evidence_status == "verbatim"]
     ver_items = [
@@ -157,18 +185,21 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                 extra_samples = [row for res in tf for row in res.samples]
 
     now = utcnow()
-    curriculum, rollouts, samples = [], [], []
+    curriculum, pro_rows, rollouts, samples = [], [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
+        roll = pro[i]
+        # Σ for F_ans: the source document and every tool response the proposer received.
+        context = texts[i] + "\n" + roll.transcript
         fmt = format_score(
             p.question,
             p.answer,
-            texts[i],
+            context,
             items[i].hop_count,
-            PLANNING_TURNS,
-            ASSISTANT_TURNS,
-            TOOL_CALLS,
-            TOOL_CALLS,
+            roll.planning_turns,
+            roll.turns,
+            roll.valid_tool_calls,
+            roll.tool_responses,
         )
         sol = solved.get(i)
         ver = verified.get(i)
@@ -188,15 +219,39 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         )
         scored = Scored(
             items[i], graphs[i], rids[i], titles[i], prompts[i], p, ok, reason, fmt,
-            sol, ver, ev_tokens, b, r_dz, reward,
+            sol, ver, ev_tokens, b, r_dz, reward, roll,
         )  # fmt: skip
         curriculum.append(_record(ctx, shard, scored, now))
+        pro_rows.append(_proposer_row(ctx, scored, params, now))
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
         if ver:
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
-    return ShardOutput(curriculum, rollouts, samples)
+    return ShardOutput(curriculum, pro_rows, rollouts, samples)
+
+
+def _proposer_row(ctx: GenerationContext, s: Scored, params: SamplingParams, now) -> dict:
+    r = s.rollout
+    return {
+        "record_id": s.record_id,
+        "run_id": ctx.run_id,
+        "prompt": s.prompt,
+        "raw_output": r.transcript,
+        "think": r.think or None,
+        "searches": r.searches,
+        "retrieved_ids": r.retrieved_ids,
+        "turns": r.turns,
+        "planning_turns": r.planning_turns,
+        "tool_calls": r.valid_tool_calls,
+        "tool_responses": r.tool_responses,
+        "stop_reason": r.stop_reason,
+        "refused_searches": r.refused_searches,
+        "forced_final": r.forced_final,
+        "temperature": params.temperature,
+        "seed": params.seed,
+        "created_at": now,
+    }
 
 
 def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
@@ -226,6 +281,7 @@ class Scored:
     brevity: float | None
     difficulty: float | None
     reward: float
+    rollout: Rollout
 
 
 def _record(ctx: GenerationContext, shard: int, s: Scored, now) -> dict:
@@ -262,8 +318,16 @@ def _record(ctx: GenerationContext, shard: int, s: Scored, now) -> dict:
         "f_think": fmt.think,
         "f_tool": fmt.tool,
         "f_answer": fmt.answer,
+        "proposer_turns": s.rollout.turns,
+        "proposer_searches": len(s.rollout.searches),
         "solver_n": sol.n if sol else None,
         "solver_k": sol.k if sol else None,
+        "solver_reward_mean": _mean([x["solver_reward"] for x in sol.rollouts]) if sol else None,
+        "wcr_coverage_mean": (
+            _mean([x["wcr_coverage"] for x in sol.rollouts if x["wcr_coverage"] is not None])
+            if sol
+            else None
+        ),
         "difficulty": s.difficulty,
         "verifier_p_pos": ver.p_pos if ver else None,
         "verifier_p_neg": ver.p_neg if ver else None,
@@ -282,6 +346,10 @@ def _record(ctx: GenerationContext, shard: int, s: Scored, now) -> dict:
         "raw_proposer_output": p.raw,
         "schema_version": SCHEMA_VERSION,
     }
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 @dataclass
@@ -323,6 +391,7 @@ def run_generation(
         files: list[ShardFile] = []
         for table, rows in (
             ("curriculum", out.curriculum),
+            ("proposer_rollouts", out.proposer_rollouts),
             ("solver_rollouts", out.solver_rollouts),
             ("verifier_samples", out.verifier_samples),
         ):

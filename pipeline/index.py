@@ -178,12 +178,19 @@ class Retriever:
         return self.index.search(np.ascontiguousarray(vecs, dtype=np.float32), k)
 
     def search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+        return self.search_with_vectors(queries, k)[0]
+
+    def search_with_vectors(
+        self, queries: Sequence[str], k: int = 3
+    ) -> tuple[list[list[Hit]], np.ndarray]:
+        """Hits plus the query vectors (agents score sub-query redundancy with them)."""
         if not queries:
-            return []
-        scores, rows = self.search_vectors(self.embedder.encode_queries(queries), k)
+            return [], np.zeros((0, self.meta["dim"]), dtype=np.float32)
+        vecs = self.embedder.encode_queries(queries)
+        scores, rows = self.search_vectors(vecs, k)
         flat = [int(r) for r in rows.ravel() if r >= 0]
         found = dict(zip(flat, self.passages.get(flat), strict=True))
-        return [
+        hits = [
             [
                 Hit(*found[int(r)], float(s), int(r))
                 for s, r in zip(srow, rrow, strict=True)
@@ -191,6 +198,7 @@ class Retriever:
             ]
             for srow, rrow in zip(scores, rows, strict=True)
         ]
+        return hits, vecs
 
 
 def format_docs(hits: Sequence[Hit], count_tokens, max_tokens: int = 512) -> str:

@@ -184,7 +184,10 @@ def solver_reward(
     evidence: str | None,
     lambda_e: float = 0.3,
 ) -> float:
-    """R_sol = EM(â, a) + λ_E·F1_tok(ê, e)."""
+    """R_sol = EM(â, a) + λ_E·F1_tok(ê, e); a missing ê or e earns no evidence credit (token_f1
+    scores two empty strings as 1, which would reward a solver for emitting no span)."""
+    if not normalize(evidence_pred) or not normalize(evidence):
+        return float(exact_match(predicted, target))
     return float(exact_match(predicted, target)) + lambda_e * token_f1(evidence_pred, evidence)
 
 

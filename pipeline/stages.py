@@ -16,6 +16,7 @@ from pipeline.generation import GenerationContext, GenerationReport, run_generat
 from pipeline.index import Retriever
 from pipeline.index_build import IndexArtifacts, ensure_index
 from pipeline.llm import make_generator
+from pipeline.llm.cache import default_cache_path
 from pipeline.plan import apply_feedback, load_plan, make_plan, selector_dirs
 from pipeline.runs import finish_run, start_run
 from pipeline.store import Store, connect_readonly, utcnow
@@ -73,7 +74,7 @@ def generate_stage(
         ctx = GenerationContext(
             cfg=cfg,
             store=store,
-            generator=make_generator(cfg.llm),
+            generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
             retriever=Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads),
             run_id=run_id,
             run_date=record["run_date"],
@@ -104,8 +105,8 @@ def feedback_stage(cfg, art: IndexArtifacts, run_id: str) -> bool:
         return False
     records = store.read_run_table(run_id, "curriculum").to_pylist()
     rollouts = store.read_run_table(run_id, "solver_rollouts")
-    # The foundation solver emits no evidence span, so R_sol reduces to EM here.
-    solver_mean = pc.mean(rollouts["correct"].cast("float64")).as_py() if len(rollouts) else None
+    # R_sol = EM + λ_E·F1(ê, e) per rollout; normalised by its range in run_score.
+    solver_mean = pc.mean(rollouts["solver_reward"]).as_py() if len(rollouts) else None
     return apply_feedback(cfg, art.dir, plan, records, solver_mean)
 
 

@@ -30,7 +30,13 @@ from schemas.tables import SCHEMA_VERSION, TABLES, schema_for
 log = logging.getLogger(__name__)
 
 # Tables that live as per-run shards under shards/<table>/run_date=/run_id=/.
-SHARDED_TABLES = ("curriculum", "solver_rollouts", "verifier_samples", "rejects")
+SHARDED_TABLES = (
+    "curriculum",
+    "proposer_rollouts",
+    "solver_rollouts",
+    "verifier_samples",
+    "rejects",
+)
 
 
 class SchemaMismatchError(ValueError):

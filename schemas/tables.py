@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "2.0.0"
 
 _TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
@@ -184,8 +184,12 @@ CURRICULUM = _schema(
         f("f_think", pa.float64(), False),
         f("f_tool", pa.float64(), False),
         f("f_answer", pa.float64(), False),
+        f("proposer_turns", pa.int32(), False),
+        f("proposer_searches", pa.int32(), False),
         f("solver_n", pa.int32()),
         f("solver_k", pa.int32()),
+        f("solver_reward_mean", pa.float64(), doc="mean R_sol over the solver rollouts"),
+        f("wcr_coverage_mean", pa.float64(), doc="mean waypoint coverage g of the rollouts"),
         f("difficulty", pa.float64(), doc="R_DZ = 1{0<k<n} (n-k)/(n-1)"),
         f("verifier_p_pos", pa.float64()),
         f("verifier_p_neg", pa.float64()),
@@ -208,20 +212,61 @@ CURRICULUM = _schema(
 
 SOLVER_ROLLOUTS = _schema(
     "solver_rollouts",
-    "One solver attempt at a valid question.",
+    "One multi-turn solver rollout (search tool on) at a valid question, with its rewards.",
     [
         f("rollout_id", pa.string(), False),
         f("record_id", pa.string(), False),
         f("run_id", pa.string(), False),
         f("sample", pa.int32(), False),
         f("prompt", pa.string(), False),
-        f("raw_output", pa.string(), False),
+        f("raw_output", pa.string(), False, "whole transcript: turns and <information> blocks"),
         f("predicted_answer", pa.string()),
+        f("think", pa.string(), doc="text of all <think> spans"),
+        f("searches", pa.list_(pa.string()), doc="answered search queries, in order"),
+        f("retrieved_ids", pa.list_(pa.list_(pa.string())), doc="top-k passage ids per search"),
+        f("turns", pa.int32(), False, "assistant turns (at most max_turns)"),
+        f("planning_turns", pa.int32(), False, "turns opening with <think>"),
+        f("invalid_tool_calls", pa.int32(), False, "empty <search> queries"),
+        f(
+            "stop_reason",
+            pa.string(),
+            False,
+            "final | no_action | max_turns | unanswered_search",
+        ),
+        f("forced_final", pa.bool_(), False, "the engine opened <answer> on the last turn"),
+        f("correct", pa.bool_(), False, "EM(predicted, answer)"),
+        f("answer_f1", pa.float64(), False),
+        f("evidence_f1", pa.float64(), False, "F1(solver evidence, proposer evidence)"),
+        f("solver_reward", pa.float64(), False, "R_sol = EM + l_E F1(e_hat, e)"),
+        f("wcr_coverage", pa.float64(), doc="g: share of KG waypoints named in <think>"),
+        f("wcr_reward", pa.float64(), False, "R = c + alpha (1 - c) valid g_tilde"),
+        f("evidence_hit_step", pa.int32(), doc="first search retrieving the evidence passage"),
+        f("query_redundancy", pa.list_(pa.float64()), doc="max cosine to earlier sub-queries"),
+        f("step_rewards", pa.list_(pa.float64()), doc="EVO-RAG R_t per search (+ answer) step"),
+        f("created_at", _TS, False),
+    ],
+)
+
+PROPOSER_ROLLOUTS = _schema(
+    "proposer_rollouts",
+    "The proposer's multi-turn rollout behind each curriculum record (one per record).",
+    [
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("prompt", pa.string(), False),
+        f("raw_output", pa.string(), False, "whole transcript: turns and <information> blocks"),
         f("think", pa.string()),
         f("searches", pa.list_(pa.string())),
-        f("retrieved_ids", pa.list_(pa.string())),
+        f("retrieved_ids", pa.list_(pa.list_(pa.string()))),
         f("turns", pa.int32(), False),
-        f("correct", pa.bool_(), False),
+        f("planning_turns", pa.int32(), False),
+        f("tool_calls", pa.int32(), False, "valid <search> emissions"),
+        f("tool_responses", pa.int32(), False, "<information> blocks returned"),
+        f("stop_reason", pa.string(), False),
+        f("refused_searches", pa.int32(), False, "searches past the h - 1 budget, not run"),
+        f("forced_final", pa.bool_(), False, "the engine opened <question> for the model"),
+        f("temperature", pa.float64(), False),
+        f("seed", pa.int64()),
         f("created_at", _TS, False),
     ],
 )
@@ -306,6 +351,7 @@ TABLES: dict[str, pa.Schema] = {
         SELECTOR_STATE,
         CURRICULUM,
         SOLVER_ROLLOUTS,
+        PROPOSER_ROLLOUTS,
         VERIFIER_SAMPLES,
         REJECTS,
         RUNS,

@@ -67,3 +67,39 @@ SELECT
 FROM verifier_samples
 WHERE method = 'mc'
 GROUP BY record_id;
+
+-- Hop-grouped advantages (EVE-Agent eq. 5) for trainers: each record's proposer reward
+-- normalised within the records of its run with the same hop count,
+-- A = (R - mean_h R) / (std_h R + 1e-6) with the population std; a group of one gets 0.
+-- Matches pipeline.rewards.hop_grouped_advantages.
+CREATE OR REPLACE VIEW proposer_advantages AS
+SELECT
+    record_id,
+    run_id,
+    hop_count,
+    proposer_reward,
+    CASE
+        WHEN count(*) OVER w < 2 OR max(proposer_reward) OVER w = min(proposer_reward) OVER w
+            THEN 0.0
+        ELSE (proposer_reward - avg(proposer_reward) OVER w)
+            / (coalesce(stddev_pop(proposer_reward) OVER w, 0.0) + 1e-6)
+    END AS advantage
+FROM curriculum
+WINDOW w AS (PARTITION BY run_id, hop_count);
+
+-- Solver rollouts per record: accuracy, R_sol, WCR coverage/reward and how often the search
+-- tool found the evidence's source passage (EVO-RAG retrieval hit).
+CREATE OR REPLACE VIEW solver_summary AS
+SELECT
+    record_id,
+    run_id,
+    count(*) AS rollouts,
+    avg(correct::DOUBLE) AS accuracy,
+    avg(solver_reward) AS solver_reward,
+    avg(wcr_coverage) AS wcr_coverage,
+    avg(wcr_reward) AS wcr_reward,
+    avg((evidence_hit_step IS NOT NULL)::DOUBLE) AS evidence_hit_rate,
+    avg(turns) AS turns,
+    avg(len(searches)) AS searches
+FROM solver_rollouts
+GROUP BY record_id, run_id;

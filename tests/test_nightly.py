@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from pipeline.generation import record_id
+from pipeline.rewards import hop_grouped_advantages
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -37,6 +38,8 @@ def _cli(tmp_path, run_id, *extra):
         "rewards.n_solver=3",
         "--set",
         "kg.num_seeds=4",
+        "--set",
+        "generation.max_turns=3",
         *extra,
     ]
 
@@ -113,6 +116,26 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
            WHERE c.record_id IS NULL"""
     ).fetchone()[0]
     assert orphans == 0
+    # Every record has exactly one proposer rollout; solver rollouts join to valid records.
+    assert con.execute(
+        """SELECT count(*), count(DISTINCT p.record_id) FROM proposer_rollouts p
+           JOIN curriculum c USING (record_id)"""
+    ).fetchone() == (6, 6)
+    assert con.execute(
+        """SELECT count(*) FROM solver_rollouts s LEFT JOIN curriculum c USING (record_id)
+           WHERE c.record_id IS NULL OR NOT c.is_valid"""
+    ).fetchone() == (0,)
+    turns = con.execute(
+        "SELECT max(turns), bool_and(turns = proposer_turns) FROM proposer_rollouts "
+        "JOIN curriculum USING (record_id)"
+    ).fetchone()
+    assert turns[0] <= 3 and turns[1]
+    # The SQL advantages view equals the pure eq.-5 function on the same rewards.
+    adv = con.execute(
+        "SELECT proposer_reward, hop_count, advantage FROM proposer_advantages ORDER BY record_id"
+    ).fetchall()
+    expect = hop_grouped_advantages([a[0] for a in adv], [a[1] for a in adv])
+    assert [a[2] for a in adv] == pytest.approx(expect, abs=1e-6)
     assert con.execute(
         "SELECT count(*) FROM evidence_check WHERE NOT evidence_matches"
     ).fetchone() == (0,)

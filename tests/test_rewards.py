@@ -89,6 +89,9 @@ def test_solver_reward():
     assert R.solver_reward(
         "Ulm", "ulm", "born in Ulm", "Einstein born in Ulm 1879"
     ) == pytest.approx(1.225)
+    # No span emitted (or no gold span): EM only, not 1 + 0.3 * F1("", "") = 1.3.
+    assert R.solver_reward("Ulm", "ulm", None, None) == 1.0
+    assert R.solver_reward("Bonn", "ulm", "", "born in Ulm") == 0.0
 
 
 # ---- hop-grouped advantages (EVE-Agent eq. 5) and GRPO group advantages -------------------

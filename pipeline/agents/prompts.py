@@ -15,13 +15,31 @@ import orjson
 from pipeline.evidence import sentences
 
 PROPOSER_INSTRUCTION = (
-    "Read each passage and write one factual question that the passage answers, the short "
-    "answer copied from the passage, and the supporting evidence."
+    "Read each passage and write one question of the given task type that the passage answers, "
+    "needing the given number of hops. Plan inside <think> and </think>. To look something up, "
+    "write <search> query </search>; results appear between <information> and </information>. "
+    "Then write the question inside <question> </question>, the short answer copied from the "
+    "passage inside <answer> </answer>, and the supporting evidence inside <evidence> </evidence>."
 )
 ANSWER_INSTRUCTION = "Answer each question with a short phrase."
-# Generation stops where the model would start the next few-shot block.
-PROPOSER_STOP = ("\nPassage", "\n\n")
+SOLVER_INSTRUCTION = (
+    "Answer each question. Reason inside <think> and </think>. To look something up, write "
+    "<search> query </search>; results appear between <information> and </information>. Search "
+    "as often as you need, then give the short final answer inside <answer> and </answer>."
+)
+# Where a base model would start the next few-shot block (multi-turn rollouts also stop at
+# </search> and at the agent's final closing tag).
+PROPOSER_STOP = ("\nPassage (",)
+SOLVER_STOP = ("\nQuestion:",)
 ANSWER_STOP = ("\n",)
+# Task types the selector draws, as the proposer reads them.
+TASK_HINTS = {
+    "factual": "a fact stated in the passage",
+    "comparison": "a comparison between two things",
+    "causal": "a cause or an effect",
+    "temporal": "a date, a period or an order of events",
+    "aggregation": "a count or a total",
+}
 
 
 @dataclass(frozen=True)
@@ -59,35 +77,58 @@ def render_path(path: dict) -> str:
     return " -> ".join(parts)
 
 
+def _doc(s: FewShot) -> str:
+    return f"Doc 1(Title: {s.title}) {s.text}"
+
+
+def _proposer_demo(s: FewShot, mode: str, hops: int) -> list[str]:
+    """One worked example of the proposer protocol; 2-hop demos show a search round trip."""
+    sentence = sentences(s.text)[s.evidence_sentence - 1].text
+    evidence = f"[{s.evidence_sentence}]" if mode == "constrained" else sentence
+    body = _numbered(s.text) if mode == "constrained" else s.text
+    lines = [f"Passage ({s.title}):", body, f"Hops: {hops}. Task: factual."]
+    if hops > 1:
+        lines += [
+            f"<think>I will look up {s.title}.</think>",
+            f"<search>{s.title}</search>",
+            "",
+            f"<information>{_doc(s)}</information>",
+            "",
+        ]
+    lines += [
+        f"<think>Sentence [{s.evidence_sentence}] gives the answer.</think>",
+        f"<question>{s.question}</question>",
+        f"<answer>{s.answer}</answer>",
+        f"<evidence>{evidence}</evidence>",
+        "",
+    ]
+    return lines
+
+
 def proposer_prompt(
-    title: str, text: str, shots: Sequence[FewShot], mode: str, facts: str | None = None
+    title: str,
+    text: str,
+    shots: Sequence[FewShot],
+    mode: str,
+    facts: str | None = None,
+    hops: int = 1,
+    task_type: str = "factual",
 ) -> str:
     """Constrained mode numbers the sentences and asks for one; free mode asks for a copy.
 
     `facts` is a KG path linked to the passage, offered as relational context (the answer and
-    evidence must still come from the passage)."""
+    evidence must still come from the passage or a retrieved snippet)."""
     blocks = [PROPOSER_INSTRUCTION, ""]
-    for s in shots:
-        if mode == "constrained":
-            evidence = f"[{s.evidence_sentence}]"
-            body = _numbered(s.text)
-        else:
-            evidence = sentences(s.text)[s.evidence_sentence - 1].text
-            body = s.text
-        blocks += [
-            f"Passage ({s.title}):",
-            body,
-            f"Question: {s.question}",
-            f"Answer: {s.answer}",
-            f"Evidence: {evidence}",
-            "",
-        ]
+    demos = list(shots[:2])  # prompt length is the main cost of every turn on CPU
+    for i, s in enumerate(demos):
+        blocks += _proposer_demo(s, mode, 2 if i == len(demos) - 1 else 1)
     body = _numbered(text) if mode == "constrained" else text
     blocks += [f"Passage ({title}):", body]
     if facts:
         blocks.append(f"Related facts: {facts}")
-    blocks.append("Question:")
-    return "\n".join(blocks)
+    hint = TASK_HINTS.get(task_type, task_type)
+    blocks.append(f"Hops: {hops}. Task: {task_type} ({hint}).")
+    return "\n".join(blocks) + "\n"
 
 
 def answer_prompt(question: str, shots: Sequence[FewShot], context: str | None = None) -> str:
@@ -103,15 +144,20 @@ def answer_prompt(question: str, shots: Sequence[FewShot], context: str | None =
     return "\n".join(blocks)
 
 
-def solver_prompt(question: str, docs: str, shots: Sequence[FewShot]) -> str:
-    """Retrieval-augmented answering: the top-k search results for the question, then answer."""
-    blocks = [ANSWER_INSTRUCTION + " Use the search results.", ""]
+def solver_prompt(question: str, shots: Sequence[FewShot]) -> str:
+    """Search-R1 protocol: the agent searches, reads <information>, and answers in tags."""
+    blocks = [SOLVER_INSTRUCTION, ""]
     for s in shots[:2]:
         blocks += [
-            f"Search results:\nDoc 1(Title: {s.title}) {s.text}",
             f"Question: {s.question}",
-            f"Answer: {s.answer}",
+            f"<think>I need to look up {s.title}.</think>",
+            f"<search>{s.question}</search>",
+            "",
+            f"<information>{_doc(s)}</information>",
+            "",
+            f"<think>Doc 1 says {s.answer}.</think>",
+            f"<answer>{s.answer}</answer>",
             "",
         ]
-    blocks += [f"Search results:\n{docs}", f"Question: {question}", "Answer:"]
-    return "\n".join(blocks)
+    blocks += [f"Question: {question}"]
+    return "\n".join(blocks) + "\n"

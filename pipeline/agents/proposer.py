@@ -1,15 +1,16 @@
-"""Proposer: turn a source passage into (question, answer, evidence) and check the evidence."""
+"""Proposer: read (question, answer, evidence) from a tagged rollout and check the evidence."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import FewShot
 from pipeline.evidence import locate, sentences
 from pipeline.rewards import token_f1
 
-_FIELD = re.compile(r"^\s*(Question|Answer|Evidence)\s*:\s*(.*)$", re.IGNORECASE)
+_INFO = re.compile(r"<information>.*?</information>", re.S)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
 
 
@@ -26,36 +27,43 @@ class Proposal:
     raw: str
 
 
-def parse_fields(raw: str) -> dict[str, str]:
-    """Read `Question:/Answer:/Evidence:` lines; the completion starts after 'Question:'."""
-    fields: dict[str, str] = {}
-    lines = ("Question:" + raw).splitlines()
-    for line in lines:
-        m = _FIELD.match(line)
-        if m:
-            key = m.group(1).lower()
-            if key not in fields:  # first occurrence wins; later ones are run-on text
-                fields[key] = m.group(2).strip()
-    return fields
+def tag(text: str, name: str) -> str | None:
+    """Content of the last complete `<name>...</name>` outside tool responses (else None).
+
+    The last one wins: a rollout may draft a question, search, and then revise it."""
+    own = _INFO.sub(" ", text)
+    found = re.findall(rf"<{name}>(.*?)</{name}>", own, re.S)
+    return found[-1].strip() or None if found else None
 
 
-def parse_proposal(raw: str, passage_id: str, passage_text: str, mode: str) -> Proposal:
-    """Parse a completion; the evidence is verbatim by construction (constrained) or located."""
-    f = parse_fields(raw)
-    q, a, ev = f.get("question") or None, f.get("answer") or None, f.get("evidence") or None
+def parse_proposal(
+    transcript: str,
+    passage_id: str,
+    passage_text: str,
+    mode: str,
+    retrieved: Sequence[tuple[str, str]] = (),
+) -> Proposal:
+    """Read <question>/<answer>/<evidence> from a rollout and check the evidence.
+
+    Constrained mode: the evidence is a sentence number of the source, verbatim by construction.
+    Free mode: the span must occur verbatim in the source or in a retrieved snippet; which one
+    and the offsets are recorded."""
+    q, a, ev = tag(transcript, "question"), tag(transcript, "answer"), tag(transcript, "evidence")
     if ev is None:
-        return Proposal(q, a, None, None, None, None, "none", "missing", raw)
+        return Proposal(q, a, None, None, None, None, "none", "missing", transcript)
     if mode == "constrained":
         m = _SENT_REF.match(ev)
         sents = sentences(passage_text)
         if not m or not 1 <= int(m.group(1)) <= len(sents):
-            return Proposal(q, a, ev, None, None, None, "none", "bad_sentence_ref", raw)
+            return Proposal(q, a, ev, None, None, None, "none", "bad_sentence_ref", transcript)
         s = sents[int(m.group(1)) - 1]
-        return Proposal(q, a, s.text, s.start, s.end, passage_id, "source", "verbatim", raw)
-    loc = locate(ev, passage_id, passage_text)
+        return Proposal(q, a, s.text, s.start, s.end, passage_id, "source", "verbatim", transcript)
+    loc = locate(ev, passage_id, passage_text, retrieved)
     if loc is None:
-        return Proposal(q, a, ev, None, None, None, "none", "not_in_source", raw)
-    return Proposal(q, a, ev, loc.start, loc.end, loc.passage_id, loc.source, "verbatim", raw)
+        return Proposal(q, a, ev, None, None, None, "none", "not_in_source", transcript)
+    return Proposal(
+        q, a, ev, loc.start, loc.end, loc.passage_id, loc.source, "verbatim", transcript
+    )
 
 
 def copies_example(question: str | None, shots: list[FewShot], threshold: float = 0.8) -> bool:

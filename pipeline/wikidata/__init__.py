@@ -198,8 +198,9 @@ def extract(cfg, generator=None) -> ExtractResult:
             )
         if generator is None:
             from pipeline.llm import make_generator
+            from pipeline.llm.cache import default_cache_path
 
-            generator = make_generator(cfg.llm)
+            generator = make_generator(cfg.llm, default_cache_path(cfg), cfg.seed)
         settings = ExpansionSettings.from_config(cfg.kg, cfg.seed)
         ex = extract_subgraphs(graph, generator, seeds, settings, key=key)
     table = to_table(ex.records)

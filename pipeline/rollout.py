@@ -1,0 +1,200 @@
+"""Batched multi-turn rollouts with the search tool (the Search-R1 tag protocol).
+
+An assistant turn is one completion that ends at `</search>` (a tool call), at the agent's final
+closing tag (`</answer>` for the solver, `</evidence>` for the proposer) or anywhere else (no
+action: the rollout ends). Every turn advances **all** live rollouts with one `generate` call and
+sends all their search queries to the retriever as one batch, so a GPU backend sees a full batch
+and the FAISS index one matrix of queries per turn. The tool response is the top-k passages as
+`Doc i(Title: ...) text`, cut to a token budget, inside `<information>...</information>`.
+
+A rollout's whole text (prompt + transcript) is the next turn's prompt, so prefix caching in
+vLLM (or our response cache) re-uses the shared part.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from pipeline.index import Retriever, format_docs
+from pipeline.llm.base import Generator, SamplingParams
+
+SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
+
+
+@dataclass
+class Rollout:
+    """One agent trajectory: everything it generated and every tool response it received."""
+
+    prompt: str
+    sample: int
+    transcript: str = ""  # assistant segments with <information> blocks, after the prompt
+    segments: list[str] = field(default_factory=list)  # raw assistant turns
+    searches: list[str] = field(default_factory=list)  # valid (non-empty) queries, in order
+    retrieved_ids: list[list[str]] = field(default_factory=list)  # per answered search
+    retrieved_rows: list[list[int]] = field(default_factory=list)  # passage-table rows, ditto
+    query_vectors: list[list[float]] = field(default_factory=list)  # per answered search
+    invalid_tool_calls: int = 0
+    refused_searches: int = 0  # searches beyond the rollout's budget, not executed
+    forced_final: bool = False  # the engine opened the final tag for the model
+    pending: str = ""  # forced opener already in the transcript, not yet in a segment
+    planning_turns: int = 0  # assistant turns that open with <think>
+    final: str | None = None  # text inside the final tag, when the agent reached it
+    stop_reason: str = "running"  # final | no_action | max_turns | unanswered_search
+
+    @property
+    def turns(self) -> int:
+        return len(self.segments)
+
+    @property
+    def tool_responses(self) -> int:
+        return len(self.retrieved_ids)
+
+    @property
+    def valid_tool_calls(self) -> int:
+        """Non-empty <search> emissions, including one the turn budget left unanswered."""
+        return (
+            len(self.searches) + (self.stop_reason == "unanswered_search") + self.refused_searches
+        )
+
+    @property
+    def think(self) -> str:
+        return "\n".join(m.strip() for s in self.segments for m in _THINK.findall(s))
+
+    @property
+    def live(self) -> bool:
+        return self.stop_reason in ("running", "searching")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    final_open: str  # "<answer>" or "<evidence>"
+    final_close: str
+    max_turns: int = 5
+    topk: int = 3
+    max_doc_tokens: int = 512
+    search: bool = True
+    extra_stop: tuple[str, ...] = ()  # where a base model would start the next example
+    # Opener written for the model when it must finish: on its last allowed turn, or when it
+    # asks for a search beyond its budget ("<question>" for the proposer, "<answer>" for the
+    # solver). None: no forcing, as in plain Search-R1.
+    force_final: str | None = None
+
+
+def _last_search(segment: str) -> str | None:
+    i = segment.rfind(SEARCH_OPEN)
+    return None if i == -1 else segment[i + len(SEARCH_OPEN) :].strip()
+
+
+def _force(r: Rollout, opener: str) -> None:
+    r.transcript += opener
+    r.pending = opener
+    r.forced_final = True
+
+
+def advance(
+    r: Rollout, segment: str, cfg: RolloutConfig, turn: int, budget: int | None = None
+) -> str | None:
+    """Record one assistant turn; returns the search query the rollout asks for, if any."""
+    text, r.pending = r.pending + segment, ""
+    r.segments.append(text)
+    if text.lstrip().startswith("<think>"):
+        r.planning_turns += 1
+    if cfg.final_open in text:
+        r.final = text[text.rfind(cfg.final_open) + len(cfg.final_open) :].strip()
+        r.transcript += segment + cfg.final_close
+        r.stop_reason = "final"
+        return None
+    query = _last_search(text) if cfg.search else None
+    if query is None:
+        r.transcript += segment
+        if cfg.force_final and not r.forced_final and turn + 1 < cfg.max_turns:
+            _force(r, cfg.force_final)  # neither a search nor the final: ask for the final
+            r.stop_reason = "running"
+        else:
+            r.stop_reason = "no_action"
+        return None
+    if budget is not None and len(r.searches) >= budget and cfg.force_final:
+        # Over budget: drop the search and open the final tag instead (next turn finishes).
+        r.refused_searches += 1
+        r.transcript += segment[: segment.rfind(SEARCH_OPEN)]
+        _force(r, cfg.force_final)
+        r.stop_reason = "running" if turn + 1 < cfg.max_turns else "max_turns"
+        return None
+    r.transcript += segment + SEARCH_CLOSE
+    if not query:
+        r.invalid_tool_calls += 1
+        r.transcript += "\n\n<information>Empty search query.</information>\n\n"
+        r.stop_reason = "running" if turn + 1 < cfg.max_turns else "max_turns"
+        return None
+    if turn + 1 >= cfg.max_turns:
+        r.stop_reason = "unanswered_search"  # the turn budget ends before the response
+        return None
+    r.stop_reason = "searching"
+    return query
+
+
+def run_rollouts(
+    gen: Generator,
+    retriever: Retriever | None,
+    prompts: Sequence[str],
+    params: SamplingParams,
+    cfg: RolloutConfig,
+    search_budgets: Sequence[int | None] | None = None,
+) -> list[list[Rollout]]:
+    """`params.n` rollouts per prompt; one generate call and one search batch per turn.
+
+    The first turn samples n continuations of each prompt together (shared prefix); later turns
+    continue each rollout with one sample. Turn t uses seed `params.seed + t`, so a rerun with
+    the same seed (and the response cache) reproduces every rollout. `search_budgets` caps
+    the searches per prompt (None: only the turn limit); with `cfg.force_final` a rollout over
+    its budget, or on its last turn, gets the final tag opened for it.
+    """
+    budgets = list(search_budgets) if search_budgets is not None else [None] * len(prompts)
+    # A model must not write tool responses itself: stop where it would start one.
+    stop = (SEARCH_CLOSE, cfg.final_close, INFO_OPEN, *cfg.extra_stop)
+    first = replace(params, stop=stop)
+    outs = gen.generate(list(prompts), first) if prompts else []
+    groups = [[Rollout(p, s) for s in range(len(o))] for p, o in zip(prompts, outs, strict=True)]
+    pending = [
+        (r, o, b)
+        for g, os_, b in zip(groups, outs, budgets, strict=True)
+        for r, o in zip(g, os_, strict=True)
+    ]
+    budget_of = {id(r): b for r, _, b in pending}
+    for turn in range(cfg.max_turns):
+        queries: list[tuple[Rollout, str]] = []
+        for r, seg, b in pending:
+            q = advance(r, seg, cfg, turn, b)
+            if q is not None:
+                queries.append((r, q))
+        if queries:
+            if retriever is None:
+                raise ValueError("a rollout asked to search but no retriever was given")
+            # One batch per turn: every live rollout's query in one encode + FAISS search.
+            hits, vecs = retriever.search_with_vectors([q for _, q in queries], cfg.topk)
+            for (r, q), h, vec in zip(queries, hits, vecs, strict=True):
+                docs = format_docs(h, gen.count_tokens, cfg.max_doc_tokens)
+                r.searches.append(q)
+                r.retrieved_ids.append([x.id for x in h])
+                r.retrieved_rows.append([x.row for x in h])
+                r.query_vectors.append([float(x) for x in vec])
+                r.transcript += f"\n\n<information>{docs}</information>\n\n"
+                r.stop_reason = "running"
+        live = [r for g in groups for r in g if r.live]
+        if not live or turn + 1 >= cfg.max_turns:
+            for r in live:
+                r.stop_reason = "max_turns"
+            break
+        if cfg.force_final and turn + 2 == cfg.max_turns:
+            for r in live:  # the next turn is the last one: it must finish
+                if not r.pending:
+                    _force(r, cfg.force_final)
+        nxt = replace(
+            params, n=1, stop=stop, seed=None if params.seed is None else params.seed + turn + 1
+        )
+        outs = gen.generate([r.prompt + r.transcript for r in live], nxt)
+        pending = [(r, o[0], budget_of[id(r)]) for r, o in zip(live, outs, strict=True)]
+    return groups

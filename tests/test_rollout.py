@@ -1,0 +1,177 @@
+"""The multi-turn rollout engine: turn accounting, one generate call and one search batch per
+turn, tool responses from the real FAISS index, and the solver on the real CPU model."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.agents.prompts import load_few_shot
+from pipeline.agents.solver import SolverSettings, SolverTask, solve
+from pipeline.index import Retriever
+from pipeline.index_build import ensure_index
+from pipeline.llm.base import SamplingParams
+from pipeline.rewards import exact_match, wcr_reward
+from pipeline.rollout import RolloutConfig, run_rollouts
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder):
+    from pipeline.config import load_config
+
+    out = tmp_path_factory.mktemp("rollout") / "out"
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    art = ensure_index(cfg, embedder, progress=False)
+    return CountingRetriever(art.dir, embedder)
+
+
+class CountingRetriever(Retriever):
+    """The real retriever, counting how many search batches it serves."""
+
+    batches: list[list[str]]
+
+    def search_with_vectors(self, queries, k=3):
+        self.batches = getattr(self, "batches", [])
+        self.batches.append(list(queries))
+        return super().search_with_vectors(queries, k)
+
+
+class Scripted:
+    """A generator that plays fixed assistant turns, keyed by a marker in the prompt.
+
+    It stands in for the LLM only to pin down the engine's bookkeeping; the real model runs
+    in test_solver_on_the_real_model below."""
+
+    model_id = "scripted"
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        self.scripts = scripts
+        self.calls: list[tuple[int, int]] = []  # (prompts, n) per generate call
+
+    def generate(self, prompts, params):
+        self.calls.append((len(prompts), params.n))
+        outs = []
+        for p in prompts:
+            key = next(k for k in self.scripts if k in p)
+            turn = len(self.calls) - 1  # every generate call is one turn of all live rollouts
+            segs = self.scripts[key]
+            outs.append([segs[min(turn, len(segs) - 1)]] * params.n)
+        return outs
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def score(self, prompts, continuations):
+        raise NotImplementedError
+
+
+CFG = RolloutConfig("<answer>", "</answer>", max_turns=3, topk=3, max_doc_tokens=60)
+
+
+def test_turns_searches_and_stop_reasons(retriever):
+    gen = Scripted(
+        {
+            "Q-final": [
+                "<think>plan</think>\n<search>Danube river Black Sea",
+                "<think>found it</think>\n<answer>Black Sea",
+            ],
+            "Q-noaction": ["I do not know."],
+            "Q-loop": ["<search>Mozart opera", "<search>Magic Flute", "<search>more"],
+            "Q-empty": ["<search>  ", "<answer>x"],
+        }
+    )
+    retriever.batches = []
+    prompts = ["Q-final\n", "Q-noaction\n", "Q-loop\n", "Q-empty\n"]
+    groups = run_rollouts(gen, retriever, prompts, SamplingParams(n=2, seed=1), CFG)
+    assert [len(g) for g in groups] == [2, 2, 2, 2]  # n rollouts per prompt
+    # Turn 1 samples n of each prompt in one call; later turns send every live rollout at once.
+    assert gen.calls == [(4, 2), (6, 1), (2, 1)]
+    # Every turn's searches went to the index as one batch (4 then 2 queries).
+    assert [len(b) for b in retriever.batches] == [4, 2]
+
+    fin, noact, loop, empty = (g[0] for g in groups)
+    assert (fin.stop_reason, fin.final, fin.turns, fin.planning_turns) == (
+        "final",
+        "Black Sea",
+        2,
+        2,
+    )
+    assert fin.searches == ["Danube river Black Sea"] and len(fin.retrieved_ids[0]) == 3
+    assert fin.transcript.count("<information>Doc 1(Title: ") == 1
+    assert fin.transcript.endswith("<answer>Black Sea</answer>")
+    assert fin.valid_tool_calls == fin.tool_responses == 1
+    assert "found it" in fin.think and "plan" in fin.think
+    assert (noact.stop_reason, noact.turns, noact.final) == ("no_action", 1, None)
+    # Three turns allowed: two searches answered, the third asks after the budget is spent.
+    assert (loop.stop_reason, loop.turns, loop.tool_responses) == ("unanswered_search", 3, 2)
+    assert loop.valid_tool_calls == 3  # so F_tool sees T_tc != responses
+    assert (empty.invalid_tool_calls, empty.tool_responses, empty.final) == (1, 0, "x")
+    assert "Empty search query." in empty.transcript
+    # Tool responses respect the token budget of the (whitespace) tokenizer.
+    info = fin.transcript.split("<information>")[1].split("</information>")[0]
+    assert len(info.split()) <= CFG.max_doc_tokens
+    ids = {pid for pid, _, _ in retriever.passages.get(fin.retrieved_rows[0])}
+    assert ids == set(fin.retrieved_ids[0])
+
+
+def test_forced_final_budget_and_last_turn(retriever):
+    forced = RolloutConfig("<evidence>", "</evidence>", max_turns=3, force_final="<question>")
+    gen = Scripted(
+        {
+            # Budget 0: its search is refused and <question> opened for it.
+            "P-budget": ["<think>x</think><search>more please", "Q?</question><evidence>[1]"],
+            # Budget 1: one search runs, the second is refused.
+            "P-one": ["<search>Danube", "<search>again", "Q2?</question><evidence>[2]"],
+            # Says nothing useful: asked once for the final, then gives up.
+            "P-mute": ["hmm", "still nothing"],
+        }
+    )
+    budgets = [0, 1, 0]
+    g = run_rollouts(gen, retriever, ["P-budget\n", "P-one\n", "P-mute\n"],
+                     SamplingParams(n=1), forced, budgets)  # fmt: skip
+    budget, one, mute = (x[0] for x in g)
+    assert (budget.refused_searches, budget.searches, budget.final) == (1, [], "[1]")
+    assert budget.forced_final and budget.segments[1].startswith("<question>Q?")
+    assert "<search>" not in budget.transcript  # the refused call is not in the transcript
+    assert budget.valid_tool_calls == 1 and budget.tool_responses == 0  # F_tool sees it
+    assert (one.searches, one.refused_searches, one.final) == (["Danube"], 1, "[2]")
+    assert (mute.stop_reason, mute.forced_final, mute.turns) == ("no_action", True, 2)
+    # Last-turn forcing: a rollout still searching at turn 2 of 3 gets <question> opened.
+    gen = Scripted({"P-long": ["<search>a", "<search>b", "Q3?</question><evidence>[3]"]})
+    (g,) = run_rollouts(gen, retriever, ["P-long\n"], SamplingParams(n=1), forced, [None])
+    assert (g[0].searches, g[0].final, g[0].forced_final) == (["a", "b"], "[3]", True)
+
+
+def test_search_disabled_ends_at_a_search():
+    gen = Scripted({"Q": ["<search>anything"]})
+    cfg = RolloutConfig("<answer>", "</answer>", max_turns=3, search=False)
+    (g,) = run_rollouts(gen, None, ["Q\n"], SamplingParams(n=1), cfg)
+    assert (g[0].stop_reason, g[0].searches, g[0].turns) == ("no_action", [], 1)
+
+
+@pytest.mark.slow
+def test_solver_on_the_real_model(retriever, llm):
+    shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
+    tasks = [
+        SolverTask("r1", "Who composed The Magic Flute?", "Wolfgang Amadeus Mozart", None, None,
+                   [["Mozart"], ["Vienna"]]),
+        SolverTask("r2", "Into which sea does the Danube flow?", "Black Sea", None, None, []),
+    ]  # fmt: skip
+    s = SolverSettings(n=2, temperature=1.0, max_tokens=32, seed=7, max_turns=2, lambda_e=0.3)
+    retriever.batches = []
+    res = solve(llm, retriever, tasks, shots, s)
+    assert [r.n for r in res] == [2, 2]
+    assert len(retriever.batches) <= 1  # two turns: at most one search round, batched
+    for task, r in zip(tasks, res, strict=True):
+        assert r.k == sum(row["correct"] for row in r.rollouts)
+        for row in r.rollouts:
+            assert 1 <= row["turns"] <= 2
+            assert row["stop_reason"] in {"final", "no_action", "max_turns", "unanswered_search"}
+            assert len(row["searches"]) == len(row["retrieved_ids"]) <= 1
+            assert row["correct"] == exact_match(row["predicted_answer"], task.answer)
+            assert row["solver_reward"] == pytest.approx(float(row["correct"]))  # no ê emitted
+            if task.waypoints:
+                assert 0.0 <= row["wcr_coverage"] <= 1.0
+            else:
+                assert row["wcr_coverage"] is None
+                assert row["wcr_reward"] == wcr_reward(row["correct"], True, 0.0)
