@@ -159,10 +159,10 @@ class CachedGenerator:
 
     # -- Generator -------------------------------------------------------------------------
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
-        keys = generate_keys(self.model_id, prompts, params)
-        found = self._get_many(keys)
-        found = {k: v for k, v in found.items() if isinstance(v, list) and len(v) == params.n}
+    def _lookup(self, keys: list[str], kind: str, usable, compute) -> tuple[list, int]:
+        """Values for `keys` in order: cached ones that are `usable`, the rest from one
+        `compute(indices)` call over the first index asking for each missing key."""
+        found = {k: v for k, v in self._get_many(keys).items() if usable(v)}
         todo: dict[str, int] = {}  # key -> first index asking for it
         for i, k in enumerate(keys):
             if k not in found:
@@ -170,33 +170,41 @@ class CachedGenerator:
         n_miss = sum(k not in found for k in keys)
         if todo:
             send = list(todo.values())
-            outs = self.inner.generate([prompts[i] for i in send], params)
-            fresh = {keys[i]: list(o) for i, o in zip(send, outs, strict=True)}
-            self._put_many("generate", fresh)
+            fresh = {keys[i]: v for i, v in zip(send, compute(send), strict=True)}
+            self._put_many(kind, fresh)
             found.update(fresh)
+        return [found[k] for k in keys], n_miss
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
+        keys = generate_keys(self.model_id, prompts, params)
+        vals, n_miss = self._lookup(
+            keys,
+            "generate",
+            lambda v: isinstance(v, list) and len(v) == params.n,
+            lambda send: [list(o) for o in self.inner.generate([prompts[i] for i in send], params)],
+        )
         self.hits += len(keys) - n_miss
         self.misses += n_miss
-        return [list(found[k]) for k in keys]  # type: ignore[arg-type]
+        return [list(v) for v in vals]
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         if len(prompts) != len(continuations):
             raise ValueError("score() needs one continuation per prompt")
         keys = [score_key(self.model_id, p, c) for p, c in zip(prompts, continuations, strict=True)]
-        found = {k: v for k, v in self._get_many(keys).items() if isinstance(v, int | float)}
-        todo: dict[str, int] = {}
-        for i, k in enumerate(keys):
-            if k not in found:
-                todo.setdefault(k, i)
-        n_miss = sum(k not in found for k in keys)
-        if todo:
-            send = list(todo.values())
-            vals = self.inner.score([prompts[i] for i in send], [continuations[i] for i in send])
-            fresh = {keys[i]: float(v) for i, v in zip(send, vals, strict=True)}
-            self._put_many("score", fresh)
-            found.update(fresh)
+        vals, n_miss = self._lookup(
+            keys,
+            "score",
+            lambda v: isinstance(v, int | float),
+            lambda send: [
+                float(v)
+                for v in self.inner.score(
+                    [prompts[i] for i in send], [continuations[i] for i in send]
+                )
+            ],
+        )
         self.score_hits += len(keys) - n_miss
         self.score_misses += n_miss
-        return [float(found[k]) for k in keys]  # type: ignore[arg-type]
+        return [float(v) for v in vals]
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
