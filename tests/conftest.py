@@ -54,3 +54,34 @@ def tmp_cfg(tmp_path):
         )
 
     return make
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(cmd: list[str], base: str, log_path: Path, env: dict, timeout: float):
+    """Start a real server subprocess (output to a file, not a pipe nobody drains) and wait
+    until GET {base}/health answers 200; fail the test with the log tail otherwise."""
+    import subprocess
+    import time
+
+    import httpx
+
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{cmd[2]} exited: {log_path.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.3)
+    proc.kill()
+    pytest.fail(f"{cmd[2]} did not become healthy: {log_path.read_text()[-3000:]}")

@@ -11,7 +11,6 @@ and only the real-engine test is skipped.
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from pipeline.llm.http_backend import (
     continuation_logprob,
     normalize_base_url,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -48,37 +47,18 @@ PROMPTS = [
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # -- fixtures: one backend suite over in-process and HTTP ----------------------------------
 
 
 @pytest.fixture(scope="module")
 def llm_server(tmp_path_factory):
     """A real OpenAI-compatible server subprocess serving the embedded model."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("llm_server") / "server.log"
     cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--config", "configs/embedded.yaml"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    with log_path.open("w") as log:  # a file, not a pipe nobody drains
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"LLM server exited: {log_path.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail(f"LLM server did not become healthy: {log_path.read_text()[-3000:]}")
+    proc = start_server(cmd, base, log_path, ENV, timeout=240)
     yield base
     proc.terminate()
     proc.wait(timeout=30)
@@ -397,7 +377,7 @@ def test_4xx_is_not_retried(scripted):
 
 
 def test_closed_port_is_a_clear_connection_error_after_retries():
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     t = time.time()
     with _gen(url, max_retries=2) as gen, pytest.raises(LLMConnectionError) as info:
         gen.generate(["a"], SamplingParams())

@@ -1,22 +1,13 @@
 """The retrieval server as trainers use it: a real process on 127.0.0.1, a real HTTP client."""
 
 import os
-import socket
-import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
 from pipeline.index_build import ensure_index
-from tests.conftest import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import free_port, start_server
 
 
 @pytest.fixture(scope="module")
@@ -26,31 +17,13 @@ def server(tmp_path_factory, embedder):
     out = tmp_path_factory.mktemp("srv") / "out"
     sets = [f"store.out_dir={out}", "retrieval.max_topk=10", "retrieval.max_queries=4"]
     ensure_index(load_config(None, sets), embedder, progress=False)
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "pipeline.cli", "index", "serve", "--port", str(port)]
     for s in sets:
         cmd += ["--set", s]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"server exited: {proc.stdout.read()[-2000:]}")
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("server did not become healthy")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = start_server(cmd, base, out.parent / "server.log", env, timeout=180)
     yield base
     proc.terminate()
     proc.wait(timeout=30)
