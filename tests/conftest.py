@@ -85,3 +85,45 @@ def start_server(cmd: list[str], base: str, log_path: Path, env: dict, timeout: 
             time.sleep(0.3)
     proc.kill()
     pytest.fail(f"{cmd[2]} did not become healthy: {log_path.read_text()[-3000:]}")
+
+
+# Tiny but real nightly settings: every stage runs, with the real models, in a few minutes.
+LANDED_SETTINGS = [
+    "generation.num_sources=6",
+    "generation.shard_size=3",
+    "verifier.m=2",
+    "rewards.n_solver=2",
+    "kg.num_seeds=4",
+    "generation.max_turns=2",
+]
+
+
+@pytest.fixture(scope="session")
+def landed_run(tmp_path_factory):
+    """One real nightly run (subprocess, real Prefect flow) that audit/export/report tests
+    read. Set CURRICULUM_TEST_LANDED=<dir> to reuse a run landed earlier with LANDED_SETTINGS
+    (its out/ beside a run id file), e.g. while iterating on those tests locally."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    reuse = os.environ.get("CURRICULUM_TEST_LANDED")
+    base = Path(reuse) if reuse else tmp_path_factory.mktemp("landed")
+    out = base / "out"
+    settings = [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}", *LANDED_SETTINGS]
+    run_id = "landed-a"
+    if not (reuse and (out / "catalog.duckdb").exists()):
+        cmd = [sys.executable, "-m", "pipeline.cli", "nightly", "--run-id", run_id]
+        for s in settings:
+            cmd += ["--set", s]
+        env = {**os.environ, "PREFECT_HOME": str(base / "prefect"), "HF_HUB_OFFLINE": "1"}
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, done.stderr[-3000:]
+    return SimpleNamespace(
+        base=base,
+        out=out,
+        catalog=out / "catalog.duckdb",
+        run_id=run_id,
+        settings=settings,
+        env={**os.environ, "PREFECT_HOME": str(base / "prefect"), "HF_HUB_OFFLINE": "1"},
+    )

@@ -1,0 +1,79 @@
+"""Read-only SQL against the catalog for auditors and export filters.
+
+A read-only DuckDB connection already refuses writes to the catalog file, but it still runs
+`COPY ... TO`, `ATTACH`, `INSTALL`/`LOAD` and `SET`, which write files or change what later
+statements see. Auditors run ad-hoc SQL files, so statements are checked by DuckDB's own
+parser before anything runs, and only queries are let through.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from pipeline.store import connect_readonly
+
+# Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
+READ_ONLY_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+class UnsafeSQLError(ValueError):
+    """A statement that could write, or SQL that does not parse; the message names it."""
+
+
+def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
+    """Split `sql` into statements and refuse the batch if any one of them could write."""
+    con = duckdb.connect()
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise UnsafeSQLError(f"{where}: does not parse: {exc}") from exc
+    finally:
+        con.close()
+    if not statements:
+        raise UnsafeSQLError(f"{where}: no SQL statement found")
+    out = []
+    for i, st in enumerate(statements, 1):
+        if st.type not in READ_ONLY_TYPES:
+            kind = st.type.name if hasattr(st.type, "name") else str(st.type)
+            raise UnsafeSQLError(
+                f"{where}: statement {i} is {kind} ({st.query.strip()[:60]!r}); "
+                "only SELECT / EXPLAIN queries run against the catalog"
+            )
+        out.append(st.query)
+    return out
+
+
+def filter_relation(
+    con: duckdb.DuckDBPyConnection, predicate: str | None, view: str = "curriculum"
+) -> duckdb.DuckDBPyRelation:
+    """`view` filtered by a user predicate that must be exactly one boolean expression.
+
+    DuckDB parses the predicate as an expression (not spliced into a query string), so text
+    that closes a parenthesis to append `UNION ...` or a second statement does not parse.
+    """
+    rel = con.table(view)
+    if predicate is None or not predicate.strip():
+        return rel
+    try:
+        return rel.filter(predicate)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise UnsafeSQLError(f"filter {predicate!r} over {view}: {first}") from exc
+
+
+def connect_audit(catalog: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only catalog connection whose settings a query cannot change afterwards."""
+    con = connect_readonly(catalog)
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+__all__ = [
+    "READ_ONLY_TYPES",
+    "UnsafeSQLError",
+    "connect_audit",
+    "filter_relation",
+    "read_only_statements",
+]
