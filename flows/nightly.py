@@ -9,6 +9,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from pipeline.config import load_config
+from pipeline.run_control import StopRequest, store_run_lock
 from pipeline.runs import default_run_id
 from pipeline.stages import (
     RunSummary,
@@ -46,10 +47,14 @@ def kg_task(cfg):
 
 
 @task(name="generate", cache_policy=NO_CACHE)
-def generate_task(cfg, art, run_id: str):
+def generate_task(cfg, art, run_id: str, stop: StopRequest):
     log = get_run_logger()
     report = generate_stage(
-        cfg, art, run_id, on_shard=lambda s, n: log.info("shard %d/%d committed", s + 1, n)
+        cfg,
+        art,
+        run_id,
+        on_shard=lambda s, n: log.info("shard %d/%d committed", s + 1, n),
+        should_stop=stop.requested,
     )
     log.info(
         "generation: %d shards planned, %d already done, %d written now",
@@ -84,8 +89,11 @@ def nightly(
     cfg = load_config(profile, overrides or [])
     run_id = run_id or default_run_id(cfg)
     get_run_logger().info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
-    art = index_task(cfg, run_id)
-    kg_task(cfg)
-    generate_task(cfg, art, run_id)
-    feedback_task(cfg, art, run_id)
-    return land_task(cfg, art, run_id)
+    stop = StopRequest()
+    # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.
+    with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id), stop.installed():
+        art = index_task(cfg, run_id)
+        kg_task(cfg)
+        generate_task(cfg, art, run_id, stop)
+        feedback_task(cfg, art, run_id)
+        return land_task(cfg, art, run_id)

@@ -13,8 +13,12 @@ from pipeline.config import ConfigError, load_config
 from pipeline.kg_cli import kg_app
 
 app = typer.Typer(
-    help="Evidence-verified curriculum pipeline for search agents.", no_args_is_help=True
+    help="Evidence-verified curriculum pipeline for search agents.",
+    no_args_is_help=True,
+    # Errors are one line plus a hint (see run()); the traceback is behind --debug.
+    pretty_exceptions_enable=False,
 )
+_DEBUG = False
 config_app = typer.Typer(help="Show the resolved configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 index_app = typer.Typer(help="Build, query and serve the passage index.", no_args_is_help=True)
@@ -34,6 +38,12 @@ SetOpt = Annotated[
 ]
 
 
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_STOPPED = 3  # a run stopped on request; resume it with the same --run-id
+EXIT_INTERRUPTED = 130
+
+
 def _fail(msg: str, hint: str | None = None) -> None:
     typer.secho(f"error: {msg}", fg="red", err=True)
     if hint:
@@ -42,7 +52,13 @@ def _fail(msg: str, hint: str | None = None) -> None:
 
 
 @app.callback()
-def main(debug: Annotated[bool, typer.Option("--debug", help="Verbose logs.")] = False) -> None:
+def main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Verbose logs, and full tracebacks on errors.")
+    ] = False,
+) -> None:
+    global _DEBUG
+    _DEBUG = debug
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The machines that run this have no route to Prefect's telemetry endpoint.
@@ -73,8 +89,20 @@ def nightly(
     except ConfigError as exc:
         _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
     from flows.nightly import nightly as nightly_flow
+    from pipeline.run_control import RunInProgressError
 
-    s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
+    try:
+        s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
+    except RunInProgressError as exc:
+        _fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
+    except KeyboardInterrupt:
+        typer.secho(
+            "aborted: the shard in progress was discarded, committed shards are kept; resume "
+            f"with: curriculum nightly --profile {profile} --run-id <the run id logged above>",
+            fg="yellow",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     mean_v = "n/a" if s.mean_v is None else f"{s.mean_v:+.3f}"
     mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
     typer.echo(
@@ -83,6 +111,14 @@ def nightly(
     )
     typer.echo(f"DuckDB catalog: {s.catalog}")
     typer.echo('  query it: .venv/bin/curriculum sql "SELECT * FROM funnel"')
+    if s.status != "completed":
+        typer.secho(
+            f"run {s.run_id} {s.status} after {s.shards_completed}/{s.shards_planned} shards; "
+            f"resume it with: curriculum nightly --profile {profile} --run-id {s.run_id}",
+            fg="yellow",
+            err=True,
+        )
+        raise typer.Exit(EXIT_STOPPED)
 
 
 @app.command()
@@ -92,15 +128,20 @@ def sql(
     overrides: SetOpt = None,
 ) -> None:
     """Run a read-only SQL query against the DuckDB catalog and print the result."""
-    from pipeline.store import StoreError, connect_readonly
+    from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
+    from pipeline.store import StoreError
 
-    cfg = load_config(profile, overrides or [])
+    cfg = _config(profile, overrides)
     try:
-        con = connect_readonly(cfg.resolve_path(cfg.store.catalog))
+        statements = read_only_statements(query, where="query")
+        con = connect_audit(cfg.resolve_path(cfg.store.catalog))
+    except UnsafeSQLError as exc:
+        _fail(str(exc), "use `curriculum export` to write datasets")
     except StoreError as exc:
         _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     with con:
-        con.sql(query).show(max_width=200)
+        for statement in statements:
+            con.sql(statement).show(max_width=200)
 
 
 def _config(profile: str, overrides: list[str] | None):
@@ -256,5 +297,22 @@ def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
     typer.echo(f"# config hash: {cfg.config_hash()}")
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def run() -> None:
+    """Console entry point: an unexpected error is one line plus a hint, unless --debug."""
+    try:
+        app()  # click handles usage errors, --help and typer.Exit itself
+    except Exception as exc:
+        if _DEBUG:
+            raise
+        typer.secho(f"error: {_one_line(exc)}", fg="red", err=True)
+        typer.echo("hint: rerun with `curriculum --debug ...` for the full traceback", err=True)
+        sys.exit(EXIT_FAILED)
+
+
 if __name__ == "__main__":
-    sys.exit(app())
+    run()

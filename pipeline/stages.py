@@ -131,6 +131,9 @@ class RunSummary:
     mean_v: float | None
     mean_reward: float | None
     catalog: Path
+    status: str = "completed"
+    shards_completed: int = 0
+    shards_planned: int = 0
 
 
 def land_stage(cfg, art: IndexArtifacts, run_id: str) -> RunSummary:
@@ -151,4 +154,16 @@ def land_stage(cfg, art: IndexArtifacts, run_id: str) -> RunSummary:
             """,
             [run_id],
         ).fetchone()
-    return RunSummary(run_id, row[0], row[1], row[2], row[3], row[4], catalog)
+    run = store.read_run(run_id) or {}
+    return RunSummary(
+        run_id,
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        catalog,
+        status=run.get("status", "unknown"),
+        shards_completed=run.get("shards_completed") or 0,
+        shards_planned=run.get("shards_planned") or 0,
+    )

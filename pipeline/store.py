@@ -308,17 +308,32 @@ class Store:
         files = self.committed_files()
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
         artifacts = {"passages": [], **(artifacts or {})}
-        with self._catalog_lock(), duckdb.connect(str(self.catalog_path)) as con:
-            for table in SHARDED_TABLES:
-                for p in files[table]:
-                    check_schema(table, pq.read_schema(p), where=str(p))
-                self._create_view(con, table, files[table], hive=True)
-            self._create_view(con, "runs", runs, hive=False)
-            for table, paths in artifacts.items():
-                for p in paths:
-                    check_schema(table, pq.read_schema(p), where=str(p))
-                self._create_view(con, table, paths, hive=False)
-            con.execute(views_sql())
+        # Built under a temporary name and renamed over the old catalog: auditors holding the
+        # old file open keep reading it (DuckDB would refuse to open it for writing), and a
+        # crash mid-refresh leaves the previous catalog intact.
+        tmp = self.catalog_path.with_name(f".{self.catalog_path.name}.{os.getpid()}.tmp")
+        with self._catalog_lock():
+            tmp.unlink(missing_ok=True)
+            try:
+                with duckdb.connect(str(tmp)) as con:
+                    for table in SHARDED_TABLES:
+                        for p in files[table]:
+                            check_schema(table, pq.read_schema(p), where=str(p))
+                        self._create_view(con, table, files[table], hive=True)
+                    self._create_view(con, "runs", runs, hive=False)
+                    for table, paths in artifacts.items():
+                        for p in paths:
+                            check_schema(table, pq.read_schema(p), where=str(p))
+                        self._create_view(con, table, paths, hive=False)
+                    con.execute(views_sql())
+                    con.execute("CHECKPOINT")
+                with tmp.open("rb") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.catalog_path)
+                _fsync_dir(self.catalog_path.parent)
+            finally:
+                tmp.unlink(missing_ok=True)
+                tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         return self.catalog_path
 
     @staticmethod
