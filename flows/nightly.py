@@ -9,7 +9,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from pipeline.config import load_config
-from pipeline.run_control import StopRequest, store_run_lock
+from pipeline.run_control import StopRequest, is_transient, store_run_lock
 from pipeline.runs import default_run_id
 from pipeline.stages import (
     RunSummary,
@@ -21,7 +21,22 @@ from pipeline.stages import (
 )
 
 
-@task(name="index", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def _retry_transient(task, task_run, state) -> bool:
+    """Prefect retry condition: only transient failures (see pipeline.run_control)."""
+    return is_transient(state.data if isinstance(state.data, BaseException) else None)
+
+
+# Every stage is idempotent (reuses what is finished, commits shards atomically), so a retry
+# after a transient failure continues where the failed attempt stopped.
+RETRY = {
+    "retries": 2,
+    "retry_delay_seconds": [30, 120],
+    "retry_condition_fn": _retry_transient,
+    "cache_policy": NO_CACHE,
+}
+
+
+@task(name="index", **RETRY)
 def index_task(cfg, run_id: str):
     art = index_stage(cfg, run_id)
     get_run_logger().info(
@@ -33,7 +48,7 @@ def index_task(cfg, run_id: str):
     return art
 
 
-@task(name="kg", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+@task(name="kg", **RETRY)
 def kg_task(cfg):
     res = kg_stage(cfg)
     if res is not None:
@@ -46,7 +61,7 @@ def kg_task(cfg):
     return res
 
 
-@task(name="generate", cache_policy=NO_CACHE)
+@task(name="generate", **RETRY)
 def generate_task(cfg, art, run_id: str, stop: StopRequest):
     log = get_run_logger()
     report = generate_stage(
@@ -74,7 +89,7 @@ def feedback_task(cfg, art, run_id: str) -> bool:
     return applied
 
 
-@task(name="land", cache_policy=NO_CACHE)
+@task(name="land", **RETRY)
 def land_task(cfg, art, run_id: str) -> RunSummary:
     return land_stage(cfg, art, run_id)
 

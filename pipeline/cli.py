@@ -89,9 +89,13 @@ def nightly(
     except ConfigError as exc:
         _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
     from flows.nightly import nightly as nightly_flow
-    from pipeline.run_control import RunInProgressError
+    from pipeline.run_control import RunInProgressError, store_run_lock
+    from pipeline.runs import default_run_id
 
     try:
+        # Fail in a second, not after Prefect's server start; the flow holds the lock for real.
+        with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id or default_run_id(cfg)):
+            pass
         s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
     except RunInProgressError as exc:
         _fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")

@@ -31,6 +31,16 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "nightly.lock"
 
 
+def is_transient(exc: BaseException | None) -> bool:
+    """Worth retrying: the LLM server, a network hop or the disk hiccuped. Bad config, bad
+    input and bugs fail the same way again, so retrying them only delays the alert."""
+    from pipeline.llm.http_backend import LLMConnectionError, LLMServerError
+
+    if isinstance(exc, LLMServerError):
+        return exc.status in (408, 429) or exc.status >= 500
+    return isinstance(exc, LLMConnectionError | ConnectionError | TimeoutError | InterruptedError)
+
+
 class RunInProgressError(RuntimeError):
     """Another process holds the store's run lock; the message names it."""
 
@@ -105,4 +115,4 @@ class StopRequest:
                 signal.signal(sig, handler)
 
 
-__all__ = ["LOCK_FILE", "RunInProgressError", "StopRequest", "store_run_lock"]
+__all__ = ["LOCK_FILE", "RunInProgressError", "StopRequest", "is_transient", "store_run_lock"]

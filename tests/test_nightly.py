@@ -39,7 +39,7 @@ def _cli(tmp_path, run_id, *extra):
         "--set",
         "kg.num_seeds=4",
         "--set",
-        "generation.max_turns=3",
+        "generation.max_turns=2",
         *extra,
     ]
 
@@ -129,7 +129,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
         "SELECT max(turns), bool_and(turns = proposer_turns) FROM proposer_rollouts "
         "JOIN curriculum USING (record_id)"
     ).fetchone()
-    assert turns[0] <= 3 and turns[1]
+    assert turns[0] <= 2 and turns[1]
     # The SQL advantages view equals the pure eq.-5 function on the same rewards.
     adv = con.execute(
         "SELECT proposer_reward, hop_count, advantage FROM proposer_advantages ORDER BY record_id"
@@ -147,12 +147,47 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
 
 
 def test_second_run_continues_the_selector_state(tmp_path):
-    """Two consecutive nightly runs: iteration 2 starts from iteration 1's bandit counts."""
+    """Two consecutive nightly runs: iteration 2 starts from iteration 1's bandit counts.
+
+    On the way, the second run meets a concurrent run (refused: one run per store) and a
+    SIGTERM (it finishes the shard in progress, stops resumable, and the rerun completes)."""
     env = _env(tmp_path)
-    for run_id in ("night-1", "night-2"):
-        done = subprocess.run(_cli(tmp_path, run_id), cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=1200)  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run(_cli(tmp_path, "night-1"), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    manifest = tmp_path / "out" / "runs" / "night-2" / "manifest.jsonl"
+    log = tmp_path / "night-2.log"  # a file, not a pipe nobody drains while it runs
+    with log.open("w") as fh:
+        proc = subprocess.Popen(_cli(tmp_path, "night-2"), cwd=ROOT, env=env,
+                                stdout=fh, stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.time() + 900
+    while time.time() < deadline and proc.poll() is None:
+        if manifest.exists() and manifest.read_text().count("\n") >= 1:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, "night-2 finished before it could be stopped"
+    intruder = subprocess.run(_cli(tmp_path, "intruder"), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert intruder.returncode == 2
+    assert "'night-2'" in intruder.stderr and "is writing" in intruder.stderr
+    assert not (tmp_path / "out" / "runs" / "intruder").exists()
+    proc.send_signal(signal.SIGTERM)  # a polite stop: finish the shard in progress
+    proc.wait(timeout=900)
+    assert proc.returncode == 3, log.read_text()[-3000:]
+    assert "resume it with" in log.read_text()
+    stopped = manifest.read_text().count("\n")
+    assert 1 <= stopped <= 2
+    run = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
+    assert run.execute(
+        "SELECT status, shards_completed FROM runs WHERE run_id = 'night-2'"
+    ).fetchone() == ("stopped", stopped)
+    run.close()
+
+    done = subprocess.run(_cli(tmp_path, "night-2"), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert manifest.read_text().count("\n") == 3
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
     plans = dict(con.execute("SELECT DISTINCT run_id, iteration FROM run_plan").fetchall())
     assert plans == {"night-1": 1, "night-2": 2}

@@ -16,9 +16,9 @@ from tests.conftest import ROOT
 
 def test_second_run_on_a_store_is_refused_naming_the_holder(tmp_path):
     with store_run_lock(tmp_path, "night-1"):
-        with pytest.raises(RunInProgressError, match=r"'night-1' \(pid \d+") as err:
-            with store_run_lock(tmp_path, "night-2"):
-                pytest.fail("two runs held the lock")
+        refused = pytest.raises(RunInProgressError, match=r"'night-1' \(pid \d+")
+        with refused as err, store_run_lock(tmp_path, "night-2"):
+            pytest.fail("two runs held the lock")
         assert "'night-2' was not started" in str(err.value)
     with store_run_lock(tmp_path, "night-2"):  # released with the first holder
         pass
@@ -41,9 +41,9 @@ def test_lock_of_a_killed_process_is_released(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunInProgressError, match=f"'crashy' \\(pid {holder.pid} "):
-            with store_run_lock(tmp_path, "next"):
-                pass
+        refused = pytest.raises(RunInProgressError, match=f"'crashy' \\(pid {holder.pid} ")
+        with refused, store_run_lock(tmp_path, "next"):
+            pass
     finally:
         holder.kill()  # SIGKILL: no cleanup code runs, the OS drops the lock
         holder.wait()
@@ -132,3 +132,18 @@ def test_sql_command_refuses_statements_that_write(tmp_path):
     assert not target.exists()
     ok = _cli("sql", "SELECT count(*) AS n FROM curriculum", "--set", f"store.catalog={catalog}")
     assert ok.returncode == 0 and "0" in ok.stdout
+
+
+def test_only_transient_failures_are_retried():
+    from pipeline.llm.http_backend import LLMConnectionError, LLMServerError
+    from pipeline.run_control import is_transient
+
+    url = "http://127.0.0.1:1/v1/completions"
+    assert is_transient(LLMConnectionError(url, TimeoutError("read"), 4))
+    assert is_transient(LLMServerError(url, 503, "overloaded", 4))
+    assert is_transient(LLMServerError(url, 429, "slow down", 4))
+    assert not is_transient(LLMServerError(url, 400, "bad request"))
+    assert is_transient(ConnectionResetError())
+    assert not is_transient(ValueError("run exists with another config"))
+    assert not is_transient(FileNotFoundError("corpus.jsonl"))
+    assert not is_transient(None)
