@@ -1,0 +1,814 @@
+"""SQL-filtered curriculum exports for RL trainers: verl / Search-R1 Parquet, HF datasets, JSONL.
+
+An export is a directory built next to its target and renamed into place, so a trainer never
+reads half an export. Records are selected with a user predicate over the `curriculum` view on
+a read-only connection (parsed as one expression, see `pipeline.readonly_sql`), questions are
+deduplicated by the project's Norm, and train/validation are split by whole passage groups so
+no passage a model trains on shows up in validation. `manifest.json` says what went in.
+
+Dedupe and split are pure functions over plain row dicts so they can be tested on hand-made
+rows; only `select_records` and `write_export` touch the catalog and the disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.rewards import normalize
+from pipeline.store import StoreError, sha256_file
+from schemas.tables import KG_PATH, SCHEMA_VERSION
+
+# Version of the export layout and columns below (not of the curriculum table contract).
+EXPORT_VERSION = "1.0.0"
+FORMATS = ("verl", "hf", "jsonl")
+SPLITS = ("train", "validation")
+SPLIT_BY = ("passage", "cluster")
+DEFAULT_WHERE = "is_valid AND is_verbatim"
+DEFAULT_DATA_SOURCE = "evidence_curriculum"
+DEFAULT_ABILITY = "fact-reasoning"
+MANIFEST = "manifest.json"
+
+# The Search-R1 agent protocol, the one place its text lives: the trainer's rollout engine
+# parses <search> / <answer> and inserts <information>, so the tags must match it exactly.
+SEARCH_R1_TEMPLATE = (
+    "Answer the given question. Reason inside <think> and </think> first every time you get "
+    "new information. If you find you lack some knowledge, call a search engine with "
+    "<search> query </search> and it returns the top results between <information> and "
+    "</information>. You can search as many times as you want. When you need no further "
+    "knowledge, give the answer inside <answer> and </answer>, without detailed explanation. "
+    "For example, <answer> Beijing </answer>. Question: {question}\n"
+)
+
+# Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
+SOURCE_COLUMNS = (
+    "record_id",
+    "run_id",
+    "source_passage_id",
+    "source_title",
+    "cluster_id",
+    "task_type",
+    "hop_count",
+    "question",
+    "answer",
+    "evidence",
+    "evidence_passage_id",
+    "evidence_char_start",
+    "evidence_char_end",
+    "kg_path",
+    "waypoints",
+    "is_valid",
+    "is_verbatim",
+    "verifier_v",
+    "difficulty",
+    "proposer_reward",
+    "solver_reward_mean",
+    "config_hash",
+)
+
+MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+
+VERL_SCHEMA = pa.schema(
+    [
+        pa.field("data_source", pa.string(), nullable=False),
+        pa.field("prompt", MESSAGES, nullable=False),
+        pa.field("ability", pa.string(), nullable=False),
+        pa.field(
+            "reward_model",
+            pa.struct(
+                [
+                    ("style", pa.string()),
+                    (
+                        "ground_truth",
+                        pa.struct(
+                            [
+                                ("target", pa.list_(pa.string())),
+                                ("evidence", pa.string()),
+                                ("waypoints", pa.list_(pa.string())),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+            nullable=False,
+        ),
+        pa.field(
+            "extra_info",
+            pa.struct(
+                [
+                    ("split", pa.string()),
+                    ("index", pa.int64()),
+                    ("record_id", pa.string()),
+                    ("run_id", pa.string()),
+                    ("question", pa.string()),
+                    ("hop_count", pa.int32()),
+                    ("task_type", pa.string()),
+                    ("source_passage_id", pa.string()),
+                    ("evidence_passage_id", pa.string()),
+                    ("evidence_char_start", pa.int32()),
+                    ("evidence_char_end", pa.int32()),
+                    ("cluster_id", pa.int32()),
+                    ("verifier_v", pa.float64()),
+                    ("difficulty", pa.float64()),
+                    ("proposer_reward", pa.float64()),
+                ]
+            ),
+            nullable=False,
+        ),
+    ],
+    metadata={"format": "verl", "export_version": EXPORT_VERSION},
+)
+
+# Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads
+# it as is and passes the other columns to reward functions) plus every field a reward needs.
+RECORD_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("split", pa.string(), nullable=False),
+        pa.field("index", pa.int64(), nullable=False),
+        pa.field("data_source", pa.string(), nullable=False),
+        pa.field("prompt", MESSAGES, nullable=False),
+        pa.field("question", pa.string(), nullable=False),
+        pa.field("answer", pa.string(), nullable=False),
+        pa.field("golden_answers", pa.list_(pa.string()), nullable=False),
+        pa.field("evidence", pa.string()),
+        pa.field("evidence_passage_id", pa.string()),
+        pa.field("evidence_char_start", pa.int32()),
+        pa.field("evidence_char_end", pa.int32()),
+        pa.field("source_passage_id", pa.string(), nullable=False),
+        pa.field("source_title", pa.string()),
+        pa.field("cluster_id", pa.int32()),
+        pa.field("task_type", pa.string()),
+        pa.field("hop_count", pa.int32()),
+        pa.field("kg_path", KG_PATH),
+        pa.field("waypoints", pa.list_(pa.string())),
+        pa.field("verifier_v", pa.float64()),
+        pa.field("difficulty", pa.float64()),
+        pa.field("proposer_reward", pa.float64()),
+        pa.field("solver_reward_mean", pa.float64()),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("config_hash", pa.string()),
+    ],
+    metadata={"format": "records", "export_version": EXPORT_VERSION},
+)
+
+
+class ExportError(RuntimeError):
+    """An export that cannot be made; `str()` is one line, `hint` says what to do."""
+
+    def __init__(self, msg: str, hint: str | None = None) -> None:
+        super().__init__(msg)
+        self.hint = hint
+
+
+# ---- prompt ----------------------------------------------------------------------------
+
+
+def render_prompt(question: str) -> list[dict[str, str]]:
+    """Chat messages for one question: a single user turn, as Search-R1's data has it."""
+    return [{"role": "user", "content": SEARCH_R1_TEMPLATE.format(question=question.strip())}]
+
+
+# ---- dedupe (pure) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dropped:
+    record_id: str
+    reason: str  # duplicate_question | no_question_or_answer
+    kept_record_id: str | None = None
+
+
+def _winner_key(row: dict[str, Any]) -> tuple[int, float, str]:
+    """Sort key whose minimum is the record to keep: highest V (unscored last), then id."""
+    v = row.get("verifier_v")
+    return (0, -float(v), row["record_id"]) if v is not None else (1, 0.0, row["record_id"])
+
+
+def drop_unusable(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """Records without a question or an answer cannot be a training example (a permissive
+    --where can select invalid ones); drop them and say so rather than export empty prompts."""
+    kept, dropped = [], []
+    for row in rows:
+        if normalize(row.get("question")) and normalize(row.get("answer")):
+            kept.append(row)
+        else:
+            dropped.append(Dropped(row["record_id"], "no_question_or_answer"))
+    return kept, dropped
+
+
+def dedupe_questions(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per Norm(question): the highest verifier_v wins, ties go to the smallest
+    record_id, so the result does not depend on the order the catalog returned rows in.
+
+    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(normalize(row.get("question")), []).append(row)
+    kept, dropped = [], []
+    for members in groups.values():
+        members.sort(key=_winner_key)
+        win = members[0]
+        kept.append(win)
+        dropped += [
+            Dropped(m["record_id"], "duplicate_question", win["record_id"]) for m in members[1:]
+        ]
+    kept.sort(key=lambda r: r["record_id"])
+    dropped.sort(key=lambda d: d.record_id)
+    return kept, dropped
+
+
+# ---- split (pure) ----------------------------------------------------------------------
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        root = i
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[i] != root:  # path compression
+            self.parent[i], i = root, self.parent[i]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _anchors(row: dict[str, Any], by: str) -> list[str]:
+    """Keys that tie a record to others: its passages, plus its source cluster when by=cluster.
+
+    Cluster ids are numbered per selector iteration, so across runs one id may name different
+    clusters; uniting them is coarser than needed but can never leak a cluster."""
+    keys = [f"passage:{row['source_passage_id']}"]
+    if row.get("evidence_passage_id"):
+        keys.append(f"passage:{row['evidence_passage_id']}")
+    if by == "cluster" and row.get("cluster_id") is not None:
+        keys.append(f"cluster:{row['cluster_id']}")
+    return keys
+
+
+def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
+    """Group key per row: rows sharing any passage (source or evidence), transitively, get the
+    same key (union-find); the key is the group's smallest anchor, stable across exports."""
+    if by not in SPLIT_BY:
+        raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
+    uf = _UnionFind(len(rows))
+    first: dict[str, int] = {}
+    anchors = [_anchors(r, by) for r in rows]
+    for i, keys in enumerate(anchors):
+        for k in keys:
+            j = first.setdefault(k, i)
+            if j != i:
+                uf.union(i, j)
+    key_of_root: dict[int, str] = {}
+    for i, keys in enumerate(anchors):
+        root = uf.find(i)
+        smallest = min(keys)
+        if root not in key_of_root or smallest < key_of_root[root]:
+            key_of_root[root] = smallest
+    return [key_of_root[uf.find(i)] for i in range(len(rows))]
+
+
+def split_hash(group_key: str, seed: int = 0) -> float:
+    """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
+    digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    splits: list[str]  # per input row: train | validation
+    groups: dict[str, int]  # split -> number of groups
+    forced: str | None  # why a group was moved to keep both splits non-empty
+
+
+def assign_splits(
+    rows: Sequence[dict[str, Any]],
+    validation_fraction: float = 0.1,
+    by: str = "passage",
+    seed: int = 0,
+) -> SplitResult:
+    """Put whole groups (see `group_records`) into validation when their hash < fraction.
+
+    Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
+    the group with the smallest hash moves to validation (or the largest back to train), so
+    both splits are non-empty; a single group cannot be split without a leak: it trains."""
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
+    keys = group_records(rows, by)
+    draws = {k: split_hash(k, seed) for k in set(keys)}
+    side = {k: "validation" if h < validation_fraction else "train" for k, h in draws.items()}
+    forced = None
+    val = [k for k in side if side[k] == "validation"]
+    if draws and len(val) == len(side):
+        k = max(draws, key=lambda g: (draws[g], g))
+        side[k] = "train"
+        forced = f"every group hashed into validation; moved group {k} to train"
+    elif validation_fraction > 0 and len(draws) >= 2 and not val:
+        k = min(draws, key=lambda g: (draws[g], g))
+        side[k] = "validation"
+        forced = f"no group hashed below {validation_fraction}; moved group {k} to validation"
+    counts = {s: sum(1 for v in side.values() if v == s) for s in SPLITS}
+    return SplitResult([side[k] for k in keys], counts, forced)
+
+
+def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
+    """Passages (source or evidence) that occur in both splits; empty for a correct split."""
+    seen: dict[str, set[str]] = {s: set() for s in SPLITS}
+    for row, s in zip(rows, splits, strict=True):
+        seen[s].add(row["source_passage_id"])
+        if row.get("evidence_passage_id"):
+            seen[s].add(row["evidence_passage_id"])
+    return seen["train"] & seen["validation"]
+
+
+# ---- rows -> tables (pure) -------------------------------------------------------------
+
+
+def record_rows(
+    rows: Sequence[dict[str, Any]], split: str, data_source: str = DEFAULT_DATA_SOURCE
+) -> list[dict[str, Any]]:
+    """Trainer-neutral rows of one split, `index` = position in the split."""
+    return [
+        {
+            "record_id": r["record_id"],
+            "split": split,
+            "index": i,
+            "data_source": data_source,
+            "prompt": render_prompt(r["question"]),
+            "question": r["question"],
+            "answer": r["answer"],
+            "golden_answers": [r["answer"]],
+            "evidence": r.get("evidence"),
+            "evidence_passage_id": r.get("evidence_passage_id"),
+            "evidence_char_start": r.get("evidence_char_start"),
+            "evidence_char_end": r.get("evidence_char_end"),
+            "source_passage_id": r["source_passage_id"],
+            "source_title": r.get("source_title"),
+            "cluster_id": r.get("cluster_id"),
+            "task_type": r.get("task_type"),
+            "hop_count": r.get("hop_count"),
+            "kg_path": r.get("kg_path"),
+            "waypoints": r.get("waypoints") or [],
+            "verifier_v": r.get("verifier_v"),
+            "difficulty": r.get("difficulty"),
+            "proposer_reward": r.get("proposer_reward"),
+            "solver_reward_mean": r.get("solver_reward_mean"),
+            "run_id": r["run_id"],
+            "config_hash": r.get("config_hash"),
+        }
+        for i, r in enumerate(rows)
+    ]
+
+
+def records_table(records: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
+
+
+def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) -> pa.Table:
+    """verl / Search-R1 rows: reward_model.ground_truth.target is the list the EM reward reads."""
+    out = [
+        {
+            "data_source": r["data_source"],
+            "prompt": r["prompt"],
+            "ability": ability,
+            "reward_model": {
+                "style": "rule",
+                "ground_truth": {
+                    "target": r["golden_answers"],
+                    "evidence": r["evidence"],
+                    "waypoints": r["waypoints"],
+                },
+            },
+            "extra_info": {k: r[k] for k in VERL_SCHEMA.field("extra_info").type.names},
+        }
+        for r in records
+    ]
+    return pa.Table.from_pylist(out, schema=VERL_SCHEMA)
+
+
+# ---- catalog ---------------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    rows: list[dict[str, Any]]
+    runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
+
+
+def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
+    """`column IN (values)` as an expression tree: run ids never pass through SQL text."""
+    return duckdb.ColumnExpression(column).isin(*(duckdb.ConstantExpression(v) for v in values))
+
+
+def select_records(
+    catalog: str | Path, where: str | None = DEFAULT_WHERE, run_ids: Sequence[str] = ()
+) -> Selection:
+    """Rows of the curriculum view matching `where` (and `run_ids`), read-only."""
+    try:
+        con = connect_audit(catalog)
+    except StoreError as exc:
+        raise ExportError(
+            str(exc), "run `curriculum nightly` (same --profile/--set) first"
+        ) from exc
+    with con:
+        known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
+        known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+        unknown = sorted(set(run_ids) - known)
+        if unknown:
+            raise ExportError(
+                f"unknown run id(s) {', '.join(unknown)} in {catalog}",
+                f"known runs: {', '.join(sorted(known)) or 'none'}",
+            )
+        try:
+            rel = filter_relation(con, where, "curriculum")
+            if run_ids:
+                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
+            rows = rel.select(*SOURCE_COLUMNS).order("record_id").to_arrow_table().to_pylist()
+        except UnsafeSQLError as exc:
+            raise ExportError(str(exc), _FILTER_HINT) from exc
+        except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
+            first = str(exc).strip().splitlines()[0]
+            raise ExportError(f"filter {where!r} over curriculum: {first}", _FILTER_HINT) from exc
+        picked = sorted({r["run_id"] for r in rows})
+        runs = []
+        if picked:
+            cols = ("run_id", "run_date", "profile", "config_hash", "status", "started_at")
+            cols += ("finished_at", "schema_version")
+            runs = con.table("runs").filter(_isin("run_id", picked)).select(*cols)
+            runs = runs.order("run_id").to_arrow_table().to_pylist()
+        # A run whose run.parquet is missing still says which config made its records.
+        for run_id in sorted(set(picked) - {r["run_id"] for r in runs}):
+            hashes = sorted({r["config_hash"] for r in rows if r["run_id"] == run_id})
+            runs.append({"run_id": run_id, "config_hash": ",".join(hashes), "status": "unknown"})
+    return Selection(rows, runs)
+
+
+_FILTER_HINT = (
+    "--where takes one SQL boolean expression over the curriculum view's columns, "
+    'e.g. --where "is_valid AND is_verbatim AND hop_count >= 2"'
+)
+
+
+# ---- writing ---------------------------------------------------------------------------
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    manifest: dict[str, Any]
+    counts: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(dirpath, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("wb") as fh:
+        for row in rows:
+            fh.write(orjson.dumps(row) + b"\n")
+
+
+def _write_hf(root: Path, tables: dict[str, pa.Table]) -> None:
+    import datasets
+
+    dd = datasets.DatasetDict(
+        {s: datasets.Dataset(t, split=datasets.NamedSplit(s)) for s, t in tables.items()}
+    )
+    # datasets writes no shard for an empty split, and then cannot load it back: ask for one.
+    shards = {s: 1 for s, t in tables.items() if t.num_rows == 0}
+    bars = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        dd.save_to_disk(str(root), num_shards=shards or None)
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def _git_commit() -> str | None:
+    from pipeline.config import PROJECT_ROOT
+
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        return
+    if not overwrite:
+        raise ExportError(f"{out} already exists", "pass --overwrite to replace that export")
+    if not out.is_dir() or (not (out / MANIFEST).exists() and any(out.iterdir())):
+        raise ExportError(
+            f"{out} exists and is not a curriculum export (no {MANIFEST}); not replacing it",
+            "choose another output directory",
+        )
+
+
+def _install(tmp: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished export into place; an old export is moved aside, then removed."""
+    _check_target(out, overwrite)
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    fd = os.open(out.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _parse_formats(formats: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for f in formats:
+        for part in str(f).split(","):
+            name = part.strip().lower()
+            if not name:
+                continue
+            if name not in FORMATS:
+                raise ExportError(f"unknown format {name!r}", f"choose from {', '.join(FORMATS)}")
+            if name not in out:
+                out.append(name)
+    if not out:
+        raise ExportError("no export format given", f"choose from {', '.join(FORMATS)}")
+    return out
+
+
+def export_curriculum(
+    catalog: str | Path,
+    out: str | Path,
+    where: str | None = DEFAULT_WHERE,
+    run_ids: Sequence[str] = (),
+    formats: Sequence[str] = ("verl",),
+    validation_fraction: float = 0.1,
+    split_by: str = "passage",
+    seed: int = 0,
+    data_source: str = DEFAULT_DATA_SOURCE,
+    ability: str = DEFAULT_ABILITY,
+    overwrite: bool = False,
+    argv: Sequence[str] | None = None,
+) -> ExportResult:
+    """Select, dedupe, split and write an export directory atomically; return its manifest."""
+    out = Path(out).resolve()
+    fmts = _parse_formats(formats)
+    if split_by not in SPLIT_BY:
+        raise ExportError(f"unknown --split-by {split_by!r}", f"choose from {', '.join(SPLIT_BY)}")
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ExportError(
+            f"--validation-fraction {validation_fraction} is outside [0, 1)",
+            "e.g. 0.1 keeps about a tenth of the passage groups for validation",
+        )
+    _check_target(out, overwrite)  # fail before the work, and again before the rename
+    started = dt.datetime.now(dt.UTC)
+
+    sel = select_records(catalog, where, run_ids)
+    scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
+    if not sel.rows:
+        raise ExportError(
+            f"filter {where!r} selected no records from {scope} in {catalog}",
+            'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
+        )
+    usable, unusable = drop_unusable(sel.rows)
+    kept, duplicates = dedupe_questions(usable)
+    if not kept:
+        raise ExportError(
+            f"none of the {len(sel.rows)} records selected by {where!r} has a question "
+            "and an answer",
+            "select valid records, e.g. --where is_valid",
+        )
+    split = assign_splits(kept, validation_fraction, split_by, seed)
+    leaked = shared_passages(kept, split.splits)
+    if leaked:  # a bug in the grouping, never a property of the data: refuse to write it
+        raise ExportError(f"split leaks {len(leaked)} passage(s), e.g. {sorted(leaked)[0]}")
+    by_split = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
+    records = {s: record_rows(by_split[s], s, data_source) for s in SPLITS}
+
+    warnings = []
+    if split.forced:
+        warnings.append(split.forced)
+    if validation_fraction > 0 and not records["validation"]:
+        warnings.append("validation split is empty: all records share one passage group")
+    not_done = [r["run_id"] for r in sel.runs if r["status"] != "completed"]
+    if not_done:
+        warnings.append(f"run(s) not completed: {', '.join(not_done)}")
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    try:
+        files = _write_formats(tmp, fmts, records, ability)
+        dropped = unusable + duplicates
+        _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
+        files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
+        counts = {
+            "selected": len(sel.rows),
+            "no_question_or_answer": len(unusable),
+            "duplicates_dropped": len(duplicates),
+            "exported": len(kept),
+            **{s: len(records[s]) for s in SPLITS},
+        }
+        per_run = {}
+        for r in kept:
+            per_run[r["run_id"]] = per_run.get(r["run_id"], 0) + 1
+        manifest = {
+            "export_version": EXPORT_VERSION,
+            "curriculum_schema_version": SCHEMA_VERSION,
+            "created_at": started.isoformat(),
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+            "catalog": str(Path(catalog).resolve()),
+            "filter": where if where and where.strip() else None,
+            "run_ids_requested": sorted(set(run_ids)) or None,
+            "formats": fmts,
+            "data_source": data_source,
+            "ability": ability,
+            "prompt_template": SEARCH_R1_TEMPLATE,
+            "prompt_template_sha256": hashlib.sha256(SEARCH_R1_TEMPLATE.encode()).hexdigest(),
+            "runs": [
+                {**_jsonable(r), "records_exported": per_run.get(r["run_id"], 0)} for r in sel.runs
+            ],
+            "counts": counts,
+            "dedupe": {
+                "key": "pipeline.rewards.normalize(question)",
+                "winner": "highest verifier_v (unscored last), then smallest record_id",
+                "dropped": len(duplicates),
+            },
+            "split": {
+                "by": split_by,
+                "validation_fraction": validation_fraction,
+                "seed": seed,
+                "hash": "sha256(f'{seed}\\0{group_key}')[:8] / 2**64 < fraction -> validation",
+                "groups": split.groups,
+                "forced": split.forced,
+                "shared_passages": 0,
+            },
+            "files": files,
+            "warnings": warnings,
+            "code": {
+                "git_commit": _git_commit(),
+                "argv": list(argv) if argv is not None else None,
+                "versions": _versions(),
+            },
+        }
+        (tmp / MANIFEST).write_bytes(
+            orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        )
+        _fsync_tree(tmp)
+        _install(tmp, out, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ExportResult(out, manifest, counts, warnings)
+
+
+def _write_formats(
+    tmp: Path, fmts: list[str], records: dict[str, list[dict[str, Any]]], ability: str
+) -> list[dict[str, Any]]:
+    files: list[dict[str, Any]] = []
+    if "verl" in fmts:
+        (tmp / "verl").mkdir()
+        for s in SPLITS:
+            path = tmp / "verl" / f"{s}.parquet"
+            pq.write_table(verl_table(records[s], ability), path, compression="zstd")
+            files.append(_file_entry(tmp, path, "verl", s, len(records[s])))
+    if "hf" in fmts:
+        _write_hf(tmp / "hf", {s: records_table(records[s]) for s in SPLITS})
+        for path in sorted((tmp / "hf").rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(tmp / "hf").parts
+                s = rel[0] if len(rel) > 1 else None
+                rows = len(records[s]) if s and path.suffix == ".arrow" else None
+                files.append(_file_entry(tmp, path, "hf", s, rows))
+    if "jsonl" in fmts:
+        (tmp / "jsonl").mkdir()
+        for s in SPLITS:
+            path = tmp / "jsonl" / f"{s}.jsonl"
+            _write_jsonl(path, records[s])
+            files.append(_file_entry(tmp, path, "jsonl", s, len(records[s])))
+    return files
+
+
+def _file_entry(
+    root: Path, path: Path, fmt: str | None, split: str | None, rows: int | None
+) -> dict[str, Any]:
+    return {
+        "path": str(path.relative_to(root)),
+        "format": fmt,
+        "split": split,
+        "rows": rows,
+        "bytes": path.stat().st_size,
+        "sha256": sha256_file(path),
+    }
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, dt.date) else v for k, v in row.items()}
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("evidence-curriculum", "pyarrow", "duckdb", "datasets"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def verify_export(out: str | Path) -> list[str]:
+    """Problems with an export directory against its manifest (sha256, sizes); [] when intact."""
+    out = Path(out)
+    manifest = orjson.loads((out / MANIFEST).read_bytes())
+    problems = []
+    for f in manifest["files"]:
+        path = out / f["path"]
+        if not path.exists():
+            problems.append(f"{f['path']}: missing")
+        elif sha256_file(path) != f["sha256"]:
+            problems.append(f"{f['path']}: sha256 differs from the manifest")
+    return problems
+
+
+__all__ = [
+    "DEFAULT_WHERE",
+    "EXPORT_VERSION",
+    "FORMATS",
+    "RECORD_SCHEMA",
+    "SEARCH_R1_TEMPLATE",
+    "SPLITS",
+    "SPLIT_BY",
+    "VERL_SCHEMA",
+    "Dropped",
+    "ExportError",
+    "ExportResult",
+    "Selection",
+    "SplitResult",
+    "assign_splits",
+    "dedupe_questions",
+    "drop_unusable",
+    "export_curriculum",
+    "group_records",
+    "record_rows",
+    "records_table",
+    "render_prompt",
+    "select_records",
+    "shared_passages",
+    "split_hash",
+    "verify_export",
+    "verl_table",
+]

@@ -1,0 +1,129 @@
+"""`curriculum export`: SQL-filtered train/validation datasets for RL trainers.
+
+Kept apart from pipeline/cli.py (which registers it with `app.command()(export)`) and light to
+import: duckdb, pyarrow and datasets load only when the command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from pipeline.config import ConfigError, load_config
+
+
+class ExportFormat(StrEnum):
+    verl = "verl"
+    hf = "hf"
+    jsonl = "jsonl"
+
+
+class SplitBy(StrEnum):
+    passage = "passage"
+    cluster = "cluster"
+
+
+def _fail(msg: str, hint: str | None = None) -> NoReturn:
+    typer.secho(f"error: {msg}", fg="red", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(2)
+
+
+def export(
+    out: Annotated[Path, typer.Argument(help="Export directory to create (built beside it).")],
+    where: Annotated[
+        str,
+        typer.Option(
+            "--where",
+            "-w",
+            help="SQL boolean expression over the curriculum view; '' exports every record.",
+        ),
+    ] = "is_valid AND is_verbatim",
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Option("--run-id", "-r", help="Export only this run (repeatable; default all)."),
+    ] = None,
+    formats: Annotated[
+        list[ExportFormat] | None,
+        typer.Option("--format", "-f", help="verl | hf | jsonl (repeatable; default verl)."),
+    ] = None,
+    validation_fraction: Annotated[
+        float,
+        typer.Option(
+            "--validation-fraction", help="Share of passage groups for validation, in [0, 1)."
+        ),
+    ] = 0.1,
+    split_by: Annotated[
+        SplitBy,
+        typer.Option(
+            "--split-by",
+            help="passage: records sharing a passage stay together; cluster: whole source "
+            "clusters too.",
+        ),
+    ] = SplitBy.passage,
+    seed: Annotated[int, typer.Option(help="Salt of the split hash.")] = 0,
+    data_source: Annotated[
+        str,
+        typer.Option(help="verl data_source (selects the trainer's reward function)."),
+    ] = "evidence_curriculum",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing export at OUT.")
+    ] = False,
+    profile: Annotated[
+        str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
+    ] = "configs/embedded.yaml",
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", "-s", help="Override one key, e.g. --set store.catalog=x.duckdb."),
+    ] = None,
+) -> None:
+    """Export curriculum records as train/validation datasets (verl Parquet, HF, JSONL).
+
+    Questions are deduplicated by their normalised text and records sharing a passage never
+    straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
+    try:
+        cfg = load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    from pipeline.export import ExportError, export_curriculum
+
+    catalog = cfg.resolve_path(cfg.store.catalog)
+    try:
+        res = export_curriculum(
+            catalog,
+            out,
+            where=where,
+            run_ids=run_ids or [],
+            formats=[f.value for f in formats or [ExportFormat.verl]],
+            validation_fraction=validation_fraction,
+            split_by=split_by.value,
+            seed=seed,
+            data_source=data_source,
+            overwrite=overwrite,
+            argv=sys.argv,
+        )
+    except ExportError as exc:
+        _fail(str(exc), exc.hint)
+    c, m = res.counts, res.manifest
+    runs = ", ".join(r["run_id"] for r in m["runs"])
+    typer.echo(
+        f"exported {c['exported']} of {c['selected']} selected records from {len(m['runs'])} "
+        f"run(s) ({runs}): train {c['train']}, validation {c['validation']} "
+        f"({m['split']['groups']['train']}/{m['split']['groups']['validation']} "
+        f"{m['split']['by']} groups)"
+    )
+    typer.echo(
+        f"  dropped: {c['duplicates_dropped']} duplicate question(s), "
+        f"{c['no_question_or_answer']} without question/answer (listed in dropped.jsonl)"
+    )
+    for fmt in m["formats"]:
+        paths = sorted({f["path"].split("/")[0] for f in m["files"] if f["format"] == fmt})
+        typer.echo(f"  {fmt:5} {res.out / paths[0]}")
+    typer.echo(f"  manifest {res.out / 'manifest.json'}")
+    for w in res.warnings:
+        typer.secho(f"warning: {w}", fg="yellow", err=True)

@@ -1,0 +1,514 @@
+"""`curriculum export`: pure dedupe/split rules on hand-made rows, then real exports of the
+landed nightly run (verl Parquet, HF datasets, JSONL, manifest, refusals, the CLI)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from pipeline.export import (
+    DEFAULT_WHERE,
+    MANIFEST,
+    SEARCH_R1_TEMPLATE,
+    VERL_SCHEMA,
+    ExportError,
+    assign_splits,
+    dedupe_questions,
+    drop_unusable,
+    export_curriculum,
+    group_records,
+    record_rows,
+    render_prompt,
+    shared_passages,
+    verify_export,
+    verl_table,
+)
+from pipeline.export_cli import export
+from pipeline.readonly_sql import connect_audit
+from pipeline.rewards import normalize
+
+VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+EXTRA_INFO = {
+    "record_id",
+    "hop_count",
+    "split",
+    "index",
+    "run_id",
+    "source_passage_id",
+    "evidence_passage_id",
+    "cluster_id",
+    "task_type",
+    "verifier_v",
+}
+
+
+def row(rid: str, q: str = "Q?", src: str = "p0", ev: str | None = None, **kw) -> dict:
+    base = {
+        "record_id": rid,
+        "run_id": "r1",
+        "question": q,
+        "answer": "Paris",
+        "source_passage_id": src,
+        "evidence_passage_id": ev,
+        "cluster_id": None,
+        "verifier_v": None,
+    }
+    return {**base, **kw}
+
+
+# ---- dedupe ----------------------------------------------------------------------------
+
+
+def test_duplicates_differing_in_case_articles_punctuation_collapse_to_best_record():
+    rows = [
+        row("r3", "Who wrote the play Hamlet?", src="a", verifier_v=0.2),
+        row("r1", "who wrote play hamlet", src="b", verifier_v=0.6),
+        row("r2", "  Who  wrote a play, Hamlet!! ", src="c", verifier_v=0.6),
+        row("r4", "Who wrote Hamlet?", src="d", verifier_v=1.0),  # no "play": distinct
+        row("r5", "WHO WROTE THE PLAY HAMLET", src="e"),  # unscored
+    ]
+    kept, dropped = dedupe_questions(rows)
+    assert [r["record_id"] for r in kept] == ["r1", "r4"]  # V tie 0.6 -> smaller record id
+    assert {(d.record_id, d.kept_record_id) for d in dropped} == {
+        ("r2", "r1"),
+        ("r3", "r1"),
+        ("r5", "r1"),
+    }
+    assert all(d.reason == "duplicate_question" for d in dropped)
+
+
+def test_dedupe_winner_does_not_depend_on_input_order():
+    rows = [
+        row(f"r{i}", "What is the capital of France?", verifier_v=v)
+        for i, v in enumerate([None, -0.5, 0.4, 0.4, None, 0.1])
+    ]
+    winners = set()
+    rng = random.Random(1)
+    for _ in range(20):
+        rng.shuffle(rows)
+        kept, dropped = dedupe_questions([dict(r) for r in rows])
+        winners.add(kept[0]["record_id"])
+        assert len(kept) == 1 and len(dropped) == 5
+    assert winners == {"r2"}  # highest V 0.4, tie with r3 broken by record id
+
+
+def test_scored_record_beats_unscored_duplicate():
+    kept, _ = dedupe_questions([row("a", "Q one"), row("b", "q ONE.", verifier_v=-1.0)])
+    assert [r["record_id"] for r in kept] == ["b"]
+
+
+def test_records_without_question_or_answer_are_dropped_and_counted():
+    rows = [row("ok"), row("noq", None), row("punct", " ?! "), row("noa", "Q2", answer="")]
+    kept, dropped = drop_unusable(rows)
+    assert [r["record_id"] for r in kept] == ["ok"]
+    assert {d.record_id for d in dropped} == {"noq", "punct", "noa"}
+    assert {d.reason for d in dropped} == {"no_question_or_answer"}
+
+
+# ---- grouping and split ------------------------------------------------------------------
+
+
+def test_records_sharing_any_passage_form_one_group_transitively():
+    rows = [
+        row("a", src="p1", ev="p2"),
+        row("b", src="p3", ev="p2"),  # shares evidence passage p2 with a
+        row("c", src="p3"),  # shares source p3 with b, so joins a too
+        row("d", src="p9", ev="p9"),
+        row("e", src="p8", ev="p3"),  # evidence p3 joins the first group
+    ]
+    keys = group_records(rows)
+    assert keys[0] == keys[1] == keys[2] == keys[4] == "passage:p1"
+    assert keys[3] == "passage:p9" and keys[3] != keys[0]
+
+
+def test_records_sharing_an_evidence_passage_land_in_the_same_split():
+    rows = [row(f"x{i}", src=f"s{i}", ev="shared") for i in range(10)]
+    rows += [row(f"y{i}", src=f"t{i}") for i in range(40)]
+    for seed in range(25):
+        res = assign_splits(rows, 0.3, seed=seed)
+        assert len({res.splits[i] for i in range(10)}) == 1
+        assert not shared_passages(rows, res.splits)
+
+
+def test_random_passage_graph_never_leaks_and_is_order_independent():
+    rng = random.Random(7)
+    rows = [
+        row(
+            f"r{i:04d}",
+            src=f"p{rng.randrange(400)}",
+            ev=rng.choice([None, f"p{rng.randrange(400)}"]),
+        )
+        for i in range(600)
+    ]
+    res = assign_splits(rows, 0.2, seed=3)
+    assert not shared_passages(rows, res.splits)
+    assert res.groups["train"] > 0 and res.groups["validation"] > 0
+    share = res.groups["validation"] / (res.groups["train"] + res.groups["validation"])
+    assert 0.1 < share < 0.3
+    by_id = dict(zip((r["record_id"] for r in rows), res.splits, strict=True))
+    shuffled = rows[:]
+    rng.shuffle(shuffled)
+    res2 = assign_splits(shuffled, 0.2, seed=3)
+    assert dict(zip((r["record_id"] for r in shuffled), res2.splits, strict=True)) == by_id
+    res3 = assign_splits(rows, 0.2, seed=4)
+    assert res3.splits != res.splits  # the seed salts the hash
+
+
+def test_split_by_cluster_keeps_whole_clusters_together():
+    rows = [row(f"c{c}-{i}", src=f"p{c}-{i}", cluster_id=c) for c in range(12) for i in range(5)]
+    passage = assign_splits(rows, 0.5, by="passage", seed=0)
+    cluster = assign_splits(rows, 0.5, by="cluster", seed=0)
+    assert sum(cluster.groups.values()) == 12 and sum(passage.groups.values()) == 60
+    for c in range(12):
+        assert len({cluster.splits[c * 5 + i] for i in range(5)}) == 1
+    # the passage split does spread at least one cluster across both sides
+    assert any(len({passage.splits[c * 5 + i] for i in range(5)}) == 2 for c in range(12))
+
+
+def test_tiny_export_still_gets_a_validation_group():
+    rows = [row("a", src="p1"), row("b", src="p2")]
+    for seed in range(30):
+        res = assign_splits(rows, 0.1, seed=seed)
+        assert sorted(res.splits) == ["train", "validation"]
+        assert res.groups == {"train": 1, "validation": 1}
+    res = assign_splits(rows, 0.95, seed=0)
+    assert sorted(res.splits) == ["train", "validation"]  # never all validation either
+
+
+def test_one_group_or_zero_fraction_has_no_validation():
+    one = [row("a", src="p1"), row("b", src="p1")]
+    assert assign_splits(one, 0.5).splits == ["train", "train"]
+    two = [row("a", src="p1"), row("b", src="p2")]
+    res = assign_splits(two, 0.0)
+    assert res.splits == ["train", "train"] and res.forced is None
+    with pytest.raises(ValueError):
+        assign_splits(two, 1.0)
+
+
+def test_verl_rows_follow_search_r1_layout():
+    recs = record_rows([row("a", "Who wrote Hamlet?", evidence="e", waypoints=["x"])], "train")
+    tbl = verl_table(recs)
+    assert tbl.schema.equals(VERL_SCHEMA)
+    got = tbl.to_pylist()[0]
+    assert got["prompt"] == render_prompt("Who wrote Hamlet?")
+    content = got["prompt"][0]["content"]
+    for tag in ("<think>", "<search>", "</search>", "<information>", "<answer>"):
+        assert tag in content
+    assert content.endswith("Question: Who wrote Hamlet?\n")
+    assert got["reward_model"] == {
+        "style": "rule",
+        "ground_truth": {"target": ["Paris"], "evidence": "e", "waypoints": ["x"]},
+    }
+    assert got["extra_info"]["split"] == "train" and got["extra_info"]["index"] == 0
+
+
+# ---- real landed run ---------------------------------------------------------------------
+
+
+def _catalog_rows(catalog: Path, where: str = DEFAULT_WHERE) -> dict[str, dict]:
+    with connect_audit(catalog) as con:
+        rel = con.table("curriculum").filter(where)
+        return {r["record_id"]: r for r in rel.to_arrow_table().to_pylist()}
+
+
+@pytest.fixture(scope="module")
+def exported(landed_run, tmp_path_factory):
+    """One export of the landed run in every format with the default filter."""
+    out = tmp_path_factory.mktemp("export") / "ds"
+    res = export_curriculum(
+        landed_run.catalog,
+        out,
+        formats=["verl", "hf", "jsonl"],
+        validation_fraction=0.5,
+        argv=["curriculum", "export", str(out)],
+    )
+    return res
+
+
+def test_default_filter_exports_the_valid_verbatim_records(exported, landed_run):
+    want = _catalog_rows(landed_run.catalog)
+    assert want, "the landed run has no valid+verbatim record to export"
+    c = exported.counts
+    assert c["selected"] == len(want)
+    assert c["exported"] + c["duplicates_dropped"] + c["no_question_or_answer"] == len(want)
+    assert c["train"] + c["validation"] == c["exported"] > 0
+
+
+def test_verl_parquet_loads_with_pyarrow_and_matches_the_catalog(exported, landed_run):
+    want = _catalog_rows(landed_run.catalog)
+    seen = []
+    for split in ("train", "validation"):
+        tbl = pq.read_table(exported.out / "verl" / f"{split}.parquet")
+        assert tbl.column_names == VERL_COLUMNS
+        assert tbl.num_rows == exported.counts[split]
+        for i, r in enumerate(tbl.to_pylist()):
+            info = r["extra_info"]
+            assert set(info) >= EXTRA_INFO
+            assert info["split"] == split and info["index"] == i
+            src = want[info["record_id"]]
+            assert r["data_source"] == "evidence_curriculum" and r["ability"] == "fact-reasoning"
+            assert r["prompt"] == [
+                {"role": "user", "content": SEARCH_R1_TEMPLATE.format(question=src["question"])}
+            ]
+            gt = r["reward_model"]["ground_truth"]
+            assert r["reward_model"]["style"] == "rule"
+            assert gt["target"] == [src["answer"]] and gt["evidence"] == src["evidence"]
+            assert gt["waypoints"] == (src["waypoints"] or [])
+            assert info["evidence_passage_id"] == src["evidence_passage_id"]
+            assert info["run_id"] == landed_run.run_id
+            seen.append(info["record_id"])
+    assert len(seen) == len(set(seen)) == exported.counts["exported"]
+
+
+def test_hf_dataset_loads_with_load_from_disk(exported):
+    import datasets
+
+    dd = datasets.load_from_disk(str(exported.out / "hf"))
+    assert isinstance(dd, datasets.DatasetDict)
+    assert set(dd) == {"train", "validation"}
+    for split in ("train", "validation"):
+        assert dd[split].num_rows == exported.counts[split]
+        assert {"prompt", "golden_answers", "evidence", "kg_path", "record_id"} <= set(
+            dd[split].column_names
+        )
+    verl_ids = pq.read_table(exported.out / "verl" / "train.parquet").to_pylist()
+    assert dd["train"]["record_id"] == [r["extra_info"]["record_id"] for r in verl_ids]
+
+
+def test_train_and_validation_share_no_passage(exported):
+    lines = {
+        s: [
+            orjson.loads(x)
+            for x in (exported.out / "jsonl" / f"{s}.jsonl").read_bytes().splitlines()
+        ]
+        for s in ("train", "validation")
+    }
+    assert [len(lines[s]) for s in lines] == [exported.counts[s] for s in lines]
+    passages = {
+        s: ({r["source_passage_id"] for r in rs} | {r["evidence_passage_id"] for r in rs}) - {None}
+        for s, rs in lines.items()
+    }
+    assert not passages["train"] & passages["validation"]
+    if (
+        exported.manifest["split"]["groups"]["train"]
+        + exported.manifest["split"]["groups"]["validation"]
+        >= 2
+    ):
+        assert lines["validation"], "two or more groups must give a non-empty validation split"
+
+
+def test_manifest_lists_runs_counts_and_checksums(exported, landed_run):
+    m = orjson.loads((exported.out / MANIFEST).read_bytes())
+    assert m == orjson.loads(orjson.dumps(exported.manifest))
+    assert m["filter"] == DEFAULT_WHERE and m["formats"] == ["verl", "hf", "jsonl"]
+    with connect_audit(landed_run.catalog) as con:
+        (config_hash,) = con.execute(
+            "SELECT config_hash FROM runs WHERE run_id = ?", [landed_run.run_id]
+        ).fetchone()
+    assert [(r["run_id"], r["config_hash"]) for r in m["runs"]] == [
+        (landed_run.run_id, config_hash)
+    ]
+    assert m["runs"][0]["records_exported"] == m["counts"]["exported"]
+    paths = {f["path"] for f in m["files"]}
+    assert {"verl/train.parquet", "jsonl/validation.jsonl", "hf/dataset_dict.json"} <= paths
+    rows = {f["path"]: f["rows"] for f in m["files"]}
+    assert rows["verl/validation.parquet"] == m["counts"]["validation"]
+    assert verify_export(exported.out) == []
+    assert m["split"]["shared_passages"] == 0 and m["code"]["argv"][1] == "export"
+    # a changed file is caught against the manifest
+    victim = exported.out / "jsonl" / "train.jsonl"
+    data = victim.read_bytes()
+    victim.write_bytes(data + b"\n")
+    try:
+        assert verify_export(exported.out) == [
+            "jsonl/train.jsonl: sha256 differs from the manifest"
+        ]
+    finally:
+        victim.write_bytes(data)
+    assert not [p for p in exported.out.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_permissive_filter_drops_records_without_question(landed_run, tmp_path):
+    all_rows = _catalog_rows(landed_run.catalog, "true")
+    res = export_curriculum(landed_run.catalog, tmp_path / "all", where="", formats=["jsonl"])
+    usable = [r for r in all_rows.values() if normalize(r["question"]) and normalize(r["answer"])]
+    assert res.counts["selected"] == len(all_rows)
+    assert res.counts["no_question_or_answer"] == len(all_rows) - len(usable)
+    distinct = {normalize(r["question"]) for r in usable}
+    assert res.counts["duplicates_dropped"] == len(usable) - len(distinct)
+    assert res.counts["exported"] == len(distinct)
+    dropped = [
+        orjson.loads(x) for x in (tmp_path / "all" / "dropped.jsonl").read_bytes().splitlines()
+    ]
+    assert len(dropped) == res.counts["no_question_or_answer"] + res.counts["duplicates_dropped"]
+    assert res.manifest["filter"] is None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "is_valid) UNION ALL SELECT * FROM curriculum --",
+        "true; COPY curriculum TO '{leak}'",
+        "is_valid; DROP VIEW curriculum",
+        "true) TO '{leak}' (FORMAT csv",
+    ],
+)
+def test_malicious_filter_is_refused_and_nothing_is_written(landed_run, tmp_path, bad):
+    leak = tmp_path / "leak.csv"
+    where = bad.format(leak=leak)
+    out = tmp_path / "ds"
+    with pytest.raises(ExportError) as err:
+        export_curriculum(landed_run.catalog, out, where=where)
+    assert where in str(err.value) and "\n" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert _catalog_rows(landed_run.catalog), "catalog still readable"
+
+
+def test_bad_column_empty_selection_and_unknown_run_are_one_line_errors(landed_run, tmp_path):
+    cases = {
+        "no_such_column > 1": "Binder Error",
+        "false": "selected no records",
+    }
+    for where, msg in cases.items():
+        with pytest.raises(ExportError, match=msg) as err:
+            export_curriculum(landed_run.catalog, tmp_path / "ds", where=where)
+        assert where in str(err.value) and err.value.hint
+    with pytest.raises(ExportError, match="unknown run id") as err:
+        export_curriculum(landed_run.catalog, tmp_path / "ds", run_ids=["nope"])
+    assert landed_run.run_id in err.value.hint
+    with pytest.raises(ExportError, match="no catalog"):
+        export_curriculum(tmp_path / "missing.duckdb", tmp_path / "ds")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_export_needs_overwrite(landed_run, tmp_path):
+    out = tmp_path / "ds"
+    first = export_curriculum(landed_run.catalog, out, formats=["jsonl"])
+    with pytest.raises(ExportError, match="already exists"):
+        export_curriculum(landed_run.catalog, out, formats=["verl"])
+    assert not (out / "verl").exists()
+    second = export_curriculum(
+        landed_run.catalog, out, formats=["verl"], run_ids=[landed_run.run_id], overwrite=True
+    )
+    assert (out / "verl" / "train.parquet").exists() and not (out / "jsonl").exists()
+    assert second.manifest["created_at"] >= first.manifest["created_at"]
+    assert second.manifest["run_ids_requested"] == [landed_run.run_id]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not a curriculum export"):
+        export_curriculum(landed_run.catalog, precious, overwrite=True)
+    assert (precious / "keep.txt").read_text() == "mine"
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(export)
+
+    @app.callback()
+    def main() -> None:
+        """Stand-in for pipeline.cli's app."""
+
+    return app
+
+
+def test_cli_export_writes_formats_and_prints_summary(landed_run, tmp_path):
+    out = tmp_path / "cli-ds"
+    sets = [a for s in landed_run.settings for a in ("--set", s)]
+    args = ["export", str(out), *sets, "--format", "verl", "--format", "hf"]
+    res = CliRunner().invoke(
+        _cli(), [*args, "--run-id", landed_run.run_id, "--split-by", "cluster"]
+    )
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("exported ")
+    assert f"({landed_run.run_id})" in res.stdout
+    assert str(out / "verl") in res.stdout and str(out / "manifest.json") in res.stdout
+    m = orjson.loads((out / MANIFEST).read_bytes())
+    assert m["formats"] == ["verl", "hf"] and m["split"]["by"] == "cluster"
+    assert not (out / "jsonl").exists()
+
+    again = CliRunner().invoke(_cli(), args)
+    assert again.exit_code == 2
+    assert again.stderr.splitlines()[0] == f"error: {out.resolve()} already exists"
+    assert again.stderr.splitlines()[1].startswith("hint: pass --overwrite")
+
+
+def test_cli_bad_filter_and_missing_catalog(landed_run, tmp_path):
+    sets = [a for s in landed_run.settings for a in ("--set", s)]
+    out = tmp_path / "x"
+    res = CliRunner().invoke(_cli(), ["export", str(out), *sets, "--where", "1=1; DROP TABLE t"])
+    assert res.exit_code == 2
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("error: filter '1=1; DROP TABLE t' over curriculum: Parser Error")
+    assert not out.exists()
+    res = CliRunner().invoke(
+        _cli(), ["export", str(out), "--set", f"store.catalog={tmp_path / 'none.duckdb'}"]
+    )
+    assert res.exit_code == 2 and "error: no catalog at" in res.stderr
+    assert not out.exists()
+
+
+def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
+    """The landed rows plus, per valid record, a re-cased duplicate question from another
+    passage and a new question on its evidence passage; `runs` is empty (run.parquet lost)."""
+    import duckdb
+
+    catalog = tmp_path / "mixed.duckdb"
+    with duckdb.connect(str(catalog)) as con:
+        con.execute(f"ATTACH '{landed_run.catalog}' AS src (READ_ONLY)")
+        con.execute(
+            """
+            CREATE TABLE curriculum AS
+            SELECT * FROM src.curriculum
+            UNION ALL
+            SELECT * REPLACE (record_id || '-dup' AS record_id,
+                              '  ' || upper(question) || ' !!' AS question,
+                              'elsewhere-' || record_id AS source_passage_id)
+            FROM src.curriculum WHERE is_valid AND is_verbatim
+            UNION ALL
+            SELECT * REPLACE (record_id || '-sib' AS record_id,
+                              'Which sentence of passage ' || record_id || ' is quoted?'
+                                  AS question,
+                              'sibling-' || record_id AS source_passage_id)
+            FROM src.curriculum WHERE is_valid AND is_verbatim
+            """
+        )
+        con.execute("CREATE TABLE runs AS SELECT * FROM src.runs WHERE false")
+        n = con.execute("SELECT count(*) FROM src.curriculum_valid").fetchone()[0]
+    res = export_curriculum(catalog, tmp_path / "ds", formats=["jsonl"], validation_fraction=0.5)
+    assert res.counts["selected"] == 3 * n
+    assert res.counts["duplicates_dropped"] == n
+    assert res.counts["exported"] == 2 * n
+    dropped = [
+        orjson.loads(x) for x in (tmp_path / "ds" / "dropped.jsonl").read_bytes().split(b"\n") if x
+    ]
+    # equal V: the original (shorter, smaller record id) wins over its '-dup'
+    assert {(d["record_id"], d["kept_record_id"]) for d in dropped} == {
+        (d["kept_record_id"] + "-dup", d["kept_record_id"]) for d in dropped
+    }
+    split_of = {}
+    for s in ("train", "validation"):
+        for line in (tmp_path / "ds" / "jsonl" / f"{s}.jsonl").read_bytes().splitlines():
+            split_of[orjson.loads(line)["record_id"]] = s
+    assert len(split_of) == 2 * n
+    for rid in [r for r in split_of if r.endswith("-sib")]:
+        assert split_of[rid] == split_of[rid.removesuffix("-sib")]
+    if n >= 2:
+        assert set(split_of.values()) == {"train", "validation"}
+    assert res.manifest["runs"] == [
+        {
+            "run_id": landed_run.run_id,
+            "config_hash": res.manifest["runs"][0]["config_hash"],
+            "status": "unknown",
+            "records_exported": 2 * n,
+        }
+    ]
+    assert len(res.manifest["runs"][0]["config_hash"]) == 16
+    assert any("not completed" in w for w in res.warnings)
