@@ -8,7 +8,8 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: demo test lint format install clean-out
+PREFECT_PORT ?= 4200
+.PHONY: demo test lint format install clean-out prefect-server deploy worker
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +35,20 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+# Scheduling (see README "Scheduling"): a Prefect server (API + UI), the deployments of
+# prefect.yaml, and a worker that runs them. deploy/worker need PREFECT_API_URL set, e.g.
+# export PREFECT_API_URL=http://127.0.0.1:$(PREFECT_PORT)/api
+prefect-server: $(STAMP)
+	$(VENV)/bin/prefect server start --host 127.0.0.1 --port $(PREFECT_PORT)
+
+deploy: $(STAMP)
+	$(VENV)/bin/prefect work-pool inspect curriculum >/dev/null 2>&1 || \
+		$(VENV)/bin/prefect work-pool create curriculum --type process
+	$(VENV)/bin/prefect --no-prompt deploy --all
+
+worker: $(STAMP)
+	$(VENV)/bin/prefect worker start --pool curriculum
 
 clean-out:
 	rm -rf data/out

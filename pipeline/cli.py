@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from pipeline.config import ConfigError, load_config
+from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
 llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
+app.command()(export)
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
