@@ -8,6 +8,7 @@ parser before anything runs, and only queries are let through.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -16,6 +17,14 @@ from pipeline.store import connect_readonly
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
 READ_ONLY_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+# `EXPLAIN [ANALYZE | (options)]` before the explained statement, after any leading comments.
+# EXPLAIN ANALYZE executes what it explains (`EXPLAIN ANALYZE COPY ... TO` writes the file),
+# so the explained statement must itself be a SELECT.
+_EXPLAIN_PREFIX = re.compile(
+    r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*EXPLAIN\b(?:\s+ANALY[SZ]E\b|\s*\([^)]*\))?",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 class UnsafeSQLError(ValueError):
@@ -35,14 +44,42 @@ def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
         raise UnsafeSQLError(f"{where}: no SQL statement found")
     out = []
     for i, st in enumerate(statements, 1):
-        if st.type not in READ_ONLY_TYPES:
-            kind = st.type.name if hasattr(st.type, "name") else str(st.type)
+        problem = _write_risk(st)
+        if problem:
             raise UnsafeSQLError(
-                f"{where}: statement {i} is {kind} ({st.query.strip()[:60]!r}); "
+                f"{where}: statement {i} is {problem} ({st.query.strip()[:60]!r}); "
                 "only SELECT / EXPLAIN queries run against the catalog"
             )
         out.append(st.query)
     return out
+
+
+def _statement_type(st) -> duckdb.StatementType | None:
+    try:
+        return st.type
+    except ValueError:  # a type this duckdb's Python enum lacks (e.g. UPDATE EXTENSIONS)
+        return None
+
+
+def _write_risk(st) -> str | None:
+    """None for a query that only reads, else what kind of statement it is."""
+    kind = _statement_type(st)
+    if kind is None:
+        return "a statement of unknown type"
+    if kind not in READ_ONLY_TYPES:
+        return kind.name
+    if kind is duckdb.StatementType.EXPLAIN:
+        m = _EXPLAIN_PREFIX.match(st.query)
+        con = duckdb.connect()
+        try:
+            inner = con.extract_statements(st.query[m.end() :]) if m else []
+        except duckdb.Error:
+            inner = []
+        finally:
+            con.close()
+        if len(inner) != 1 or _statement_type(inner[0]) is not duckdb.StatementType.SELECT:
+            return "EXPLAIN of a statement that is not a SELECT"
+    return None
 
 
 def filter_relation(
@@ -66,6 +103,8 @@ def filter_relation(
 def connect_audit(catalog: str | Path) -> duckdb.DuckDBPyConnection:
     """A read-only catalog connection whose settings a query cannot change afterwards."""
     con = connect_readonly(catalog)
+    # A query naming an https:// or s3:// file would otherwise download and install httpfs.
+    con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET lock_configuration = true")
     return con
 

@@ -103,3 +103,195 @@ SELECT
     avg(len(searches)) AS searches
 FROM solver_rollouts
 GROUP BY record_id, run_id;
+
+-- ---- audit macros and views --------------------------------------------------------------
+-- Everything below must also bind on an empty catalog (contract-typed empty base views), so it
+-- only reads the base views the store always creates: curriculum, solver_rollouts,
+-- verifier_samples, proposer_rollouts, rejects, runs, passages.
+
+-- Norm of pipeline.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
+-- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
+-- Python specifics mirrored: 'İ' lowercases to 'i' + combining dot, a word-final capital sigma
+-- to 'ς'; a word character is a letter, digit or '_' (Python's \w, not RE2's ASCII \b); the
+-- article pass runs twice because a match consumes the separator the next article needs;
+-- whitespace is everything str.split() splits on (RE2's \s lacks e.g. NBSP and U+3000).
+-- Not mirrored: case-ignorable characters between a letter and a final sigma ("Α'Σ").
+CREATE OR REPLACE MACRO norm_articles(s) AS
+    regexp_replace(s, '(^|[^\pL\pN_])(a|an|the)([^\pL\pN_]|$)', '\1 \3', 'g');
+
+CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
+    norm_articles(norm_articles(translate(
+        lower(replace(
+            regexp_replace(
+                coalesce(s, ''),
+                '([\p{Lu}\p{Ll}\p{Lt}])Σ([^\p{Lu}\p{Ll}\p{Lt}]|$)', '\1ς\2', 'g'
+            ),
+            'İ', 'i̇'
+        )),
+        '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~‘’“”–—',
+        ''
+    ))),
+    '[\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+',
+    ' ',
+    'g'
+));
+
+-- Norm(answer) is a non-empty word sequence inside Norm(question) (pipeline.rewards.contains).
+CREATE OR REPLACE MACRO answer_leaks(question, answer) AS
+    norm(answer) <> '' AND contains(' ' || norm(question) || ' ', ' ' || norm(answer) || ' ');
+
+-- The characters [start, end) of a passage text, with Python's 0-based exclusive offsets.
+CREATE OR REPLACE MACRO evidence_slice(text, char_start, char_end) AS
+    substr(text, char_start + 1, char_end - char_start);
+
+-- Everything recorded about one record: SELECT * FROM record('<record_id>').
+CREATE OR REPLACE MACRO record(id) AS TABLE
+SELECT * FROM curriculum WHERE record_id = id;
+
+-- The solver rollouts and verifier samples behind one record.
+CREATE OR REPLACE MACRO record_rollouts(id) AS TABLE
+SELECT * FROM solver_rollouts WHERE record_id = id ORDER BY sample;
+
+CREATE OR REPLACE MACRO record_verifier(id) AS TABLE
+SELECT * FROM verifier_samples WHERE record_id = id ORDER BY condition, sample;
+
+-- The resolved configuration a run used: SELECT config_yaml FROM run_config('<run_id>').
+CREATE OR REPLACE MACRO run_config(id) AS TABLE
+SELECT run_id, config_hash, config_yaml FROM runs WHERE run_id = id;
+
+-- Verbatim records whose span is not the recorded slice of its recorded source passage, with
+-- what went wrong first: the passage is unknown, the offsets are missing or outside the
+-- passage, or the slice differs from the span.
+CREATE OR REPLACE VIEW evidence_mismatches AS
+SELECT
+    e.record_id,
+    e.run_id,
+    e.evidence_passage_id,
+    e.evidence_char_start,
+    e.evidence_char_end,
+    CASE
+        WHEN NOT e.passage_found THEN 'passage_not_found'
+        WHEN e.evidence_char_start IS NULL OR e.evidence_char_end IS NULL THEN 'no_offsets'
+        WHEN e.evidence_char_start < 0 OR e.evidence_char_end < e.evidence_char_start
+            OR e.evidence_char_end > length(p.text) THEN 'offsets_out_of_range'
+        WHEN e.evidence IS NULL THEN 'no_span'
+        ELSE 'span_differs'
+    END AS problem,
+    e.evidence AS span,
+    e.recorded_slice
+FROM evidence_check e
+LEFT JOIN passages p ON p.id = e.evidence_passage_id
+WHERE NOT e.evidence_matches;
+
+-- Records whose normalised answer occurs in their normalised question. The generator marks
+-- these invalid (answer_in_question); a valid one here leaked past the validity check.
+CREATE OR REPLACE VIEW answer_leakage AS
+SELECT
+    record_id,
+    run_id,
+    is_valid,
+    invalid_reason,
+    question,
+    answer,
+    norm(question) AS norm_question,
+    norm(answer) AS norm_answer
+FROM curriculum
+WHERE answer_leaks(question, answer);
+
+-- One row per (dimension, run, value) for the dimensions cluster_id, task_type and hop_count:
+-- counts, rates over generated records, mean V / R_pro / R_DZ and the solver accuracy
+-- sum(k) / sum(n) over the solver rollouts. The *_summary views below are typed slices.
+CREATE OR REPLACE VIEW curriculum_breakdown AS
+SELECT
+    CASE
+        WHEN grouping(cluster_id) = 0 THEN 'cluster_id'
+        WHEN grouping(task_type) = 0 THEN 'task_type'
+        ELSE 'hop_count'
+    END AS dimension,
+    run_id,
+    CASE
+        WHEN grouping(cluster_id) = 0 THEN cluster_id::VARCHAR
+        WHEN grouping(task_type) = 0 THEN task_type
+        ELSE hop_count::VARCHAR
+    END AS value,
+    count(*) AS records,
+    count(*) FILTER (WHERE is_valid) AS valid,
+    count(*) FILTER (WHERE is_valid AND is_verbatim) AS verbatim,
+    count(*) FILTER (WHERE is_valid AND is_verbatim AND verifier_v > 0) AS v_positive,
+    avg(is_valid::DOUBLE) AS valid_rate,
+    avg((is_valid AND is_verbatim)::DOUBLE) AS verbatim_rate,
+    avg(verifier_v) AS mean_v,
+    avg(proposer_reward) AS mean_proposer_reward,
+    avg(difficulty) AS mean_difficulty,
+    sum(solver_k)::DOUBLE / nullif(sum(solver_n), 0) AS solver_accuracy,
+    avg(wcr_coverage_mean) AS mean_wcr_coverage
+FROM curriculum
+GROUP BY GROUPING SETS ((run_id, cluster_id), (run_id, task_type), (run_id, hop_count));
+
+CREATE OR REPLACE VIEW cluster_summary AS
+SELECT run_id, value::INTEGER AS cluster_id, * EXCLUDE (dimension, run_id, value)
+FROM curriculum_breakdown WHERE dimension = 'cluster_id';
+
+CREATE OR REPLACE VIEW task_summary AS
+SELECT run_id, value AS task_type, * EXCLUDE (dimension, run_id, value)
+FROM curriculum_breakdown WHERE dimension = 'task_type';
+
+CREATE OR REPLACE VIEW hop_summary AS
+SELECT run_id, value::TINYINT AS hop_count, * EXCLUDE (dimension, run_id, value)
+FROM curriculum_breakdown WHERE dimension = 'hop_count';
+
+-- Waypoint coverage g against solver correctness, per run, in 0.25-wide bins of g (bin =
+-- lower edge, g = 1 in the top bin; NULL = the record had no KG waypoints).
+CREATE OR REPLACE VIEW wcr_by_coverage AS
+SELECT
+    run_id,
+    CASE WHEN wcr_coverage IS NOT NULL THEN least(floor(round(wcr_coverage * 4, 9)), 3) / 4 END
+        AS coverage_bin,
+    count(*) AS rollouts,
+    count(*) FILTER (WHERE correct) AS correct,
+    avg(correct::DOUBLE) AS accuracy,
+    avg(wcr_coverage) AS mean_coverage,
+    avg(wcr_reward) AS mean_wcr_reward,
+    avg(solver_reward) AS mean_solver_reward
+FROM solver_rollouts
+GROUP BY ALL;
+
+-- Per run: how coverage differs between correct and wrong rollouts, and their correlation.
+CREATE OR REPLACE VIEW wcr_correctness AS
+SELECT
+    run_id,
+    count(*) AS rollouts,
+    count(wcr_coverage) AS with_waypoints,
+    avg(wcr_coverage) FILTER (WHERE correct) AS coverage_if_correct,
+    avg(wcr_coverage) FILTER (WHERE NOT correct) AS coverage_if_wrong,
+    corr(wcr_coverage, correct::DOUBLE) AS coverage_correct_corr
+FROM solver_rollouts
+GROUP BY run_id;
+
+-- Runs with their configuration fingerprint and what they landed. foreign_config_records
+-- counts records whose config hash is not their run's (never expected: a resumed run must
+-- keep its configuration). The YAML itself: SELECT * FROM run_config('<run_id>').
+CREATE OR REPLACE VIEW run_overview AS
+WITH recs AS (
+    SELECT c.run_id, count(*) AS records,
+        count(*) FILTER (WHERE c.config_hash IS DISTINCT FROM r.config_hash)
+            AS foreign_config_records
+    FROM curriculum c LEFT JOIN runs r USING (run_id)
+    GROUP BY c.run_id
+)
+SELECT
+    coalesce(r.run_id, recs.run_id) AS run_id,
+    r.run_date,
+    r.profile,
+    r.status,
+    r.started_at,
+    r.finished_at,
+    r.finished_at - r.started_at AS duration,
+    r.shards_planned,
+    r.shards_completed,
+    r.config_hash,
+    r.schema_version,
+    coalesce(recs.records, 0) AS records,
+    coalesce(recs.foreign_config_records, 0) AS foreign_config_records,
+    r.run_id IS NOT NULL AS has_run_record
+FROM runs r FULL OUTER JOIN recs ON recs.run_id = r.run_id;

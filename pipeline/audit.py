@@ -1,0 +1,364 @@
+"""Named audits and ad-hoc SQL over the DuckDB catalog, read-only.
+
+An audit is a few SELECTs over the views and macros of `schemas/views.sql`, a description and,
+where one makes sense, a pass/fail rule: `evidence` fails when a verbatim record's span is not
+the recorded slice of its recorded source passage, `leakage` when a valid record's answer
+occurs in its question, `runs` when records carry another configuration than their run.
+Every query goes through `read_only_statements` (DuckDB's parser: SELECT / EXPLAIN only) and a
+`connect_audit` connection; an ad-hoc file is checked whole before any statement runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
+
+
+class AuditError(RuntimeError):
+    """An audit that cannot run: unknown name or run, a catalog without the audit views."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One query result."""
+
+    title: str
+    columns: list[str]
+    rows: list[tuple]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+
+    def column(self, name: str) -> list[Any]:
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    name: str
+    description: str
+    tables: list[Table]
+    passed: bool | None  # None: the audit only reports, it has no pass/fail rule
+    message: str
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.passed is False else 0
+
+
+# A rule looks at the audit's tables and returns a failure message, or None when it passes.
+Rule = Callable[[list[Table]], str | None]
+
+
+@dataclass(frozen=True)
+class Audit:
+    name: str
+    description: str
+    queries: list[tuple[str, str]]  # (title, SQL using the named parameter $run_id)
+    rule: Rule | None = None
+    rule_doc: str = ""
+    ok_message: str = field(default="")
+
+
+def _evidence_rule(tables: list[Table]) -> str | None:
+    bad = tables[0]
+    if not bad.rows:
+        return None
+    ids = ", ".join(bad.column("record_id")[:5]) + (" ..." if len(bad.rows) > 5 else "")
+    return f"{len(bad.rows)} verbatim record(s) whose span is not its source slice: {ids}"
+
+
+def _leakage_rule(tables: list[Table]) -> str | None:
+    valid = [r for r in tables[0].records() if r["is_valid"]]
+    if not valid:
+        return None
+    ids = ", ".join(r["record_id"] for r in valid[:5]) + (" ..." if len(valid) > 5 else "")
+    return f"{len(valid)} valid record(s) whose answer occurs in the question: {ids}"
+
+
+def _runs_rule(tables: list[Table]) -> str | None:
+    bad = [r for r in tables[0].records() if r["foreign_config_records"] or not r["has_run_record"]]
+    if not bad:
+        return None
+    return "runs with records of another configuration or no run record: " + ", ".join(
+        str(r["run_id"]) for r in bad
+    )
+
+
+_RUN = "($run_id IS NULL OR run_id = $run_id)"
+
+AUDITS: dict[str, Audit] = {
+    a.name: a
+    for a in [
+        Audit(
+            "evidence",
+            "Re-check every verbatim record: its span must equal substr(passage text, start, "
+            "len) of its recorded evidence passage. Lists the records where it does not.",
+            [
+                (
+                    "evidence mismatches",
+                    f"""
+                    SELECT record_id, run_id, evidence_passage_id AS passage_id,
+                           evidence_char_start AS char_start, evidence_char_end AS char_end,
+                           problem, span, recorded_slice
+                    FROM evidence_mismatches WHERE {_RUN} ORDER BY run_id, record_id
+                    """,
+                ),
+                (
+                    "evidence checked",
+                    f"""
+                    SELECT run_id, count(*) AS verbatim_records,
+                           count(*) FILTER (WHERE evidence_matches) AS matching,
+                           count(*) FILTER (WHERE NOT evidence_matches) AS mismatches
+                    FROM evidence_check WHERE {_RUN} GROUP BY run_id ORDER BY run_id
+                    """,
+                ),
+            ],
+            _evidence_rule,
+            "fails when any verbatim record's span differs from its recorded source slice",
+            "every verbatim span equals its recorded source slice",
+        ),
+        Audit(
+            "leakage",
+            "Records whose normalised answer occurs in the normalised question (SQL norm() "
+            "mirrors pipeline.rewards.normalize).",
+            [
+                (
+                    "answer leaked into the question",
+                    f"""
+                    SELECT record_id, run_id, is_valid, invalid_reason, question, answer
+                    FROM answer_leakage WHERE {_RUN} ORDER BY is_valid DESC, run_id, record_id
+                    """,
+                ),
+            ],
+            _leakage_rule,
+            "fails when a record marked valid leaks its answer (invalid ones were caught)",
+            "no valid record leaks its answer into the question",
+        ),
+        Audit(
+            "funnel",
+            "Generated -> valid -> valid+verbatim -> V > 0 per run, with the rates.",
+            [
+                (
+                    "funnel",
+                    f"""
+                    SELECT run_id, generated, valid, verbatim, v_positive,
+                           round(valid / nullif(generated, 0), 3) AS valid_rate,
+                           round(verbatim / nullif(generated, 0), 3) AS verbatim_rate,
+                           round(v_positive / nullif(generated, 0), 3) AS v_positive_rate,
+                           round(mean_v, 3) AS mean_v,
+                           round(mean_proposer_reward, 3) AS mean_r_pro
+                    FROM funnel WHERE {_RUN} ORDER BY run_id
+                    """,
+                ),
+                (
+                    "why records were invalid",
+                    f"SELECT run_id, reason, n FROM invalid_reasons WHERE {_RUN} "
+                    "ORDER BY run_id, n DESC, reason",
+                ),
+            ],
+        ),
+        Audit(
+            "histogram",
+            "Verifier score V = p+ - p- in 0.2-wide bins over [-1, 1] per run (bin = lower edge).",
+            [
+                (
+                    "verifier V histogram",
+                    f"""
+                    SELECT run_id, v_bin, n,
+                           bar(n, 0, max(n) OVER (PARTITION BY run_id), 30) AS bar
+                    FROM verifier_histogram WHERE {_RUN} ORDER BY run_id, v_bin
+                    """,
+                ),
+            ],
+        ),
+        *[
+            Audit(
+                name,
+                f"Per-{key} summary: records, valid / verbatim rates, mean V, mean R_pro, "
+                "mean R_DZ, solver accuracy.",
+                [
+                    (
+                        f"by {key}",
+                        f"""
+                        SELECT run_id, {key}, records, valid, verbatim, v_positive,
+                               round(valid_rate, 3) AS valid_rate,
+                               round(verbatim_rate, 3) AS verbatim_rate,
+                               round(mean_v, 3) AS mean_v,
+                               round(mean_proposer_reward, 3) AS mean_r_pro,
+                               round(mean_difficulty, 3) AS mean_r_dz,
+                               round(solver_accuracy, 3) AS solver_accuracy
+                        FROM {view} WHERE {_RUN} ORDER BY run_id, {key} NULLS LAST
+                        """,
+                    ),
+                ],
+            )
+            for name, key, view in [
+                ("clusters", "cluster_id", "cluster_summary"),
+                ("tasks", "task_type", "task_summary"),
+                ("hops", "hop_count", "hop_summary"),
+            ]
+        ],
+        Audit(
+            "wcr",
+            "Waypoint coverage g of the solver rollouts against correctness: accuracy per "
+            "coverage bin, and per run the coverage of correct vs wrong rollouts.",
+            [
+                (
+                    "accuracy by waypoint coverage",
+                    f"""
+                    SELECT run_id, coverage_bin, rollouts, correct, round(accuracy, 3) AS accuracy,
+                           round(mean_coverage, 3) AS mean_g,
+                           round(mean_wcr_reward, 3) AS mean_wcr_reward,
+                           round(mean_solver_reward, 3) AS mean_r_sol
+                    FROM wcr_by_coverage WHERE {_RUN} ORDER BY run_id, coverage_bin NULLS FIRST
+                    """,
+                ),
+                (
+                    "coverage vs correctness",
+                    f"""
+                    SELECT run_id, rollouts, with_waypoints,
+                           round(coverage_if_correct, 3) AS g_if_correct,
+                           round(coverage_if_wrong, 3) AS g_if_wrong,
+                           round(coverage_correct_corr, 3) AS corr_g_correct
+                    FROM wcr_correctness WHERE {_RUN} ORDER BY run_id
+                    """,
+                ),
+            ],
+        ),
+        Audit(
+            "runs",
+            "Runs with status, timing, shards, config hash and landed records; the YAML is "
+            "SELECT config_yaml FROM run_config('<run_id>').",
+            [
+                (
+                    "runs",
+                    f"""
+                    SELECT run_id, run_date, profile, status,
+                           strftime(started_at, '%Y-%m-%d %H:%M:%S') AS started_utc,
+                           date_trunc('second', duration) AS duration,
+                           shards_planned, shards_completed, config_hash, records,
+                           foreign_config_records, has_run_record
+                    FROM run_overview WHERE {_RUN} ORDER BY started_at NULLS LAST, run_id
+                    """,
+                ),
+            ],
+            _runs_rule,
+            "fails when a run's records carry another config hash or a run has no run record",
+            "every record carries its run's configuration",
+        ),
+        Audit(
+            "rejects",
+            "Input the run could not use (corpus lines, dump lines, model output), by stage "
+            "and reason.",
+            [
+                (
+                    "rejects",
+                    f"""
+                    SELECT run_id, stage, reason, count(*) AS n,
+                           min(source_file || ':' || source_line) AS first_seen
+                    FROM rejects WHERE {_RUN} GROUP BY ALL ORDER BY run_id, n DESC
+                    """,
+                ),
+            ],
+        ),
+    ]
+}
+
+
+def list_audits() -> list[tuple[str, str]]:
+    """(name, description) of every named audit, in registry order."""
+    return [(a.name, a.description) for a in AUDITS.values()]
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _fetch(
+    con: duckdb.DuckDBPyConnection, title: str, sql: str, params: dict[str, Any] | None = None
+) -> Table:
+    cur = con.execute(sql, params) if params else con.execute(sql)
+    if cur.description is None:  # e.g. an EXPLAIN with nothing to show
+        return Table(title, [], [])
+    return Table(title, [d[0] for d in cur.description], cur.fetchall())
+
+
+def _known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    rows = con.execute(
+        "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum ORDER BY 1"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def run_audit(catalog: str | Path, name: str, run_id: str | None = None) -> AuditResult:
+    """Run the named audit (optionally for one run) against the catalog, read-only."""
+    audit = AUDITS.get(name)
+    if audit is None:
+        raise AuditError(f"unknown audit {name!r}; known: {', '.join(AUDITS)}")
+    # Registry SQL is ours, but it takes the same gate as an auditor's file.
+    checked = [(t, read_only_statements(q, where=f"audit {name}")) for t, q in audit.queries]
+    with connect_audit(catalog) as con:
+        try:
+            if run_id is not None and run_id not in (known := _known_runs(con)):
+                raise AuditError(
+                    f"no run {run_id!r} in {catalog}; runs: {', '.join(known) or 'none'}"
+                )
+            tables = [
+                _fetch(con, title, stmt, {"run_id": run_id})
+                for title, stmts in checked
+                for stmt in stmts
+            ]
+        except duckdb.CatalogException as exc:
+            raise AuditError(
+                f"audit {name}: {_first_line(exc)} -- the catalog at {catalog} was built "
+                "before this audit's views existed; refresh it (rerun the nightly flow with the "
+                "same --run-id, which resumes and re-lands)"
+            ) from exc
+    failure = audit.rule(tables) if audit.rule else None
+    passed = None if audit.rule is None else failure is None
+    if failure:
+        message = f"FAIL {name}: {failure}"
+    elif passed:
+        message = f"PASS {name}: {audit.ok_message}"
+    else:
+        message = f"{name}: {sum(len(t.rows) for t in tables)} row(s)"
+    return AuditResult(name, audit.description, tables, passed, message)
+
+
+def run_sql_file(catalog: str | Path, path: str | Path) -> list[Table]:
+    """Run an auditor's SQL file: every statement is checked read-only before any runs."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    statements = read_only_statements(text, where=str(path))
+    tables = []
+    with connect_audit(catalog) as con:
+        for i, stmt in enumerate(statements, 1):
+            try:
+                tables.append(_fetch(con, f"{path.name} statement {i}", stmt))
+            except duckdb.Error as exc:
+                raise AuditError(f"{path}: statement {i}: {_first_line(exc)}") from exc
+    return tables
+
+
+__all__ = [
+    "AUDITS",
+    "Audit",
+    "AuditError",
+    "AuditResult",
+    "Table",
+    "UnsafeSQLError",
+    "list_audits",
+    "run_audit",
+    "run_sql_file",
+]

@@ -1,0 +1,150 @@
+"""`curriculum audit`: named audits and ad-hoc SQL files over the catalog, read-only.
+
+curriculum audit --list                 the audits and what each checks
+curriculum audit evidence [--run-id R]  one named audit; exit 1 when its rule fails
+curriculum audit --sql checks.sql       an auditor's SELECT / EXPLAIN statements
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from pipeline.config import ConfigError, load_config
+
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, e.g. --set store.catalog=/x.duckdb."),
+]
+
+
+class Format(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _fail(msg: str, hint: str | None = None) -> None:
+    typer.secho(f"error: {msg}", fg="red", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(2)
+
+
+def _cell(v: Any) -> str:
+    return "NULL" if v is None else str(v)
+
+
+def _print_tables(tables, fmt: Format) -> None:
+    if fmt is Format.json:
+        import orjson
+
+        doc = [{"title": t.title, "columns": t.columns, "rows": t.records()} for t in tables]
+        opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        typer.echo(orjson.dumps(doc if len(doc) != 1 else doc[0], default=str, option=opts))
+        return
+    if fmt is Format.csv:
+        for i, t in enumerate(tables):
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            if len(tables) > 1:
+                buf.write(("\n" if i else "") + f"# {t.title}\n")
+            w.writerow(t.columns)
+            w.writerows(["" if v is None else v for v in r] for r in t.rows)
+            typer.echo(buf.getvalue(), nl=False)
+        return
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for t in tables:
+        table = RichTable(title=t.title, title_justify="left", show_lines=False)
+        for c in t.columns:
+            table.add_column(c, overflow="fold")
+        for r in t.rows:
+            table.add_row(*(_cell(v) for v in r))
+        console.print(table)
+        if not t.rows:
+            console.print("  (no rows)")
+
+
+def audit(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Audit to run (see --list); `list` is the same as --list."),
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the audits and exit.")] = False,
+    sql_file: Annotated[
+        str | None,
+        typer.Option("--sql", help="Run a SQL file of SELECT / EXPLAIN statements instead."),
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Audit one run (default: all runs).")
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
+    ] = Format.table,
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+) -> None:
+    """Run a named audit or an ad-hoc SQL file against the catalog (read-only).
+
+    Exit code 0 when the audit passes or only reports, 1 when its rule fails, 2 on an error
+    (unknown audit or run, a statement that could write, no catalog)."""
+    from pipeline.audit import AuditError, list_audits, run_audit, run_sql_file
+    from pipeline.readonly_sql import UnsafeSQLError
+    from pipeline.store import StoreError
+
+    if list_ or name == "list":
+        if fmt is Format.table:
+            width = max(len(n) for n, _ in list_audits())
+            for n, desc in list_audits():
+                typer.echo(f"{n:<{width}}  {desc}")
+        else:
+            from pipeline.audit import Table
+
+            _print_tables([Table("audits", ["name", "description"], list_audits())], fmt)
+        return
+    if (name is None) == (sql_file is None):
+        _fail(
+            "give an audit name or --sql FILE (not both)",
+            "curriculum audit --list shows the audits",
+        )
+    if sql_file is not None and run_id is not None:
+        _fail("--run-id applies to named audits", "filter on run_id inside the SQL file")
+    try:
+        cfg = load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    catalog = cfg.resolve_path(cfg.store.catalog)
+    try:
+        if sql_file is not None:
+            _print_tables(run_sql_file(catalog, sql_file), fmt)
+            return
+        result = run_audit(catalog, name, run_id)
+    except UnsafeSQLError as exc:  # parser errors carry a multi-line caret display
+        _fail(
+            str(exc).strip().splitlines()[0],
+            "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)",
+        )
+    except StoreError as exc:
+        _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+    except AuditError as exc:
+        _fail(str(exc), "curriculum audit --list shows the audits")
+    _print_tables(result.tables, fmt)
+    # Keep stdout clean for piping; the verdict goes to stderr there.
+    if result.passed is not None:  # report-only audits have no verdict to print
+        color = "green" if result.passed else "red"
+        typer.secho(result.message, fg=color, err=fmt is not Format.table)
+    raise typer.Exit(result.exit_code)
+
+
+__all__ = ["Format", "audit"]
