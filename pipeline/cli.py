@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.audit_cli import audit as audit_command
 from pipeline.config import ConfigError, load_config
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
@@ -29,6 +30,7 @@ app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
 llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
+app.command("audit")(audit_command)
 app.command()(export)
 
 ProfileOpt = Annotated[
