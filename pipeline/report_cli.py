@@ -1,0 +1,71 @@
+"""`curriculum report`: regenerate a landed run's Markdown + PNG report from the catalog.
+
+Registered in pipeline/cli.py with `app.command("report")(report)`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pipeline.config import ConfigError, load_config
+
+ProfileOpt = Annotated[
+    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
+]
+
+
+def _fail(msg: str, hint: str | None = None) -> None:
+    typer.secho(f"error: {msg}", fg="red", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
+    raise typer.Exit(2)
+
+
+def report(
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", help="Run to report on (default: the newest in the catalog)."),
+    ] = None,
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+) -> None:
+    """Write runs/<run id>/report/ (report.md + PNG plots) for a landed run; print its path."""
+    import duckdb
+
+    from pipeline.report import known_run_ids, latest_run_id, write_run_report
+    from pipeline.store import Store, StoreError
+
+    try:
+        cfg = load_config(profile, overrides or [])
+    except ConfigError as exc:
+        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    catalog = cfg.resolve_path(cfg.store.catalog)
+    try:
+        known = known_run_ids(catalog)
+        run_id = run_id or latest_run_id(catalog)
+    except StoreError as exc:
+        _fail(str(exc), "run `make demo` (or `curriculum nightly`) with the same profile first")
+    except duckdb.IOException as exc:
+        _fail(f"cannot open the catalog {catalog}: {exc}", "is a nightly run landing right now?")
+    if run_id is None:
+        _fail(f"no runs in the catalog {catalog}", "run `curriculum nightly` first")
+    if run_id not in known:
+        shown = ", ".join(known[-5:]) or "none"
+        _fail(
+            f"run {run_id!r} is not in the catalog {catalog}",
+            f"known runs (newest last): {shown}; a run appears once its land step has run",
+        )
+    rep = write_run_report(catalog, Store.from_config(cfg).run_dir(run_id), run_id)
+    f = rep.funnel
+    typer.echo(
+        f"run {run_id} ({rep.status}): {f['generated']} generated, {f['valid']} valid, "
+        f"{f['verbatim']} valid+verbatim, {f['v_positive']} with V > 0"
+    )
+    typer.echo(f"run report: {rep.markdown_path}")
+    typer.echo(f"  plots: {', '.join(p.name for p in rep.plots.values())} in {rep.dir}")

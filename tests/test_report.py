@@ -1,0 +1,439 @@
+"""Run report: Markdown + PNG plots from the catalog of a real landed run, an empty run, the
+`curriculum report` command and the Prefect artifacts the report task publishes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from pipeline.config import load_config
+from pipeline.report import PLOT_NAMES, RunReport, write_run_report
+from pipeline.store import Store
+from schemas.tables import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FUNNEL_ROWS = {
+    "generated": "generated",
+    "valid": "valid",
+    "verbatim": "valid + verbatim",
+    "v_positive": "V > 0",
+}
+
+
+def funnel_from_markdown(md: str) -> dict[str, int]:
+    out = {}
+    for key, label in FUNNEL_ROWS.items():
+        m = re.search(rf"^\| {re.escape(label)} \| (\d+) \|", md, re.M)
+        assert m, f"no funnel row {label!r} in the report"
+        out[key] = int(m.group(1))
+    return out
+
+
+def table_rows(md: str, heading: str) -> list[list[str]]:
+    """Body rows of the first Markdown table after `heading`."""
+    section = md.split(heading, 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip("|").split(" | ")])
+        elif rows:
+            break
+    return rows[2:]  # header and separator
+
+
+def blue_pixels(path: Path) -> int:
+    """Pixels in matplotlib's first colour (C0 = #1f77b4): the bars of a chart."""
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(path)[..., :3]
+    return int((np.abs(img - np.array([0x1F, 0x77, 0xB4]) / 255).max(axis=-1) < 0.02).sum())
+
+
+def assert_real_pngs(rep: RunReport) -> None:
+    import matplotlib.image as mpimg
+
+    assert set(rep.plots) == set(PLOT_NAMES)
+    for path in rep.plots.values():
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC, path
+        assert len(data) > 5_000, f"{path} is suspiciously small ({len(data)} bytes)"
+        h, w, _ = mpimg.imread(path).shape
+        assert h >= 300 and w >= 600, (path, h, w)
+    leftovers = [p.name for p in rep.dir.iterdir() if ".tmp-" in p.name]
+    assert not leftovers, leftovers
+
+
+def assert_links_resolve(rep: RunReport) -> None:
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", rep.markdown)
+    assert sorted(links) == sorted(PLOT_NAMES.values())
+    for link in links:
+        assert not link.startswith("/"), link  # relative, so the directory can be moved
+        assert (rep.markdown_path.parent / link).is_file()
+
+
+@pytest.fixture(scope="module")
+def landed_report(landed_run, tmp_path_factory) -> RunReport:
+    before = landed_run.catalog.stat().st_mtime_ns
+    run_dir = tmp_path_factory.mktemp("report") / "runs" / landed_run.run_id
+    rep = write_run_report(landed_run.catalog, run_dir, landed_run.run_id)
+    assert landed_run.catalog.stat().st_mtime_ns == before, "the report must not write"
+    return rep
+
+
+def test_landed_report_funnel_matches_sql(landed_run, landed_report):
+    rep = landed_report
+    assert rep.dir == rep.markdown_path.parent and rep.dir.name == "report"
+    assert rep.markdown_path.read_text(encoding="utf-8") == rep.markdown
+    with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
+        sql = """
+            SELECT count(*),
+                   sum(CASE WHEN is_valid THEN 1 ELSE 0 END),
+                   sum(CASE WHEN is_valid AND is_verbatim THEN 1 ELSE 0 END),
+                   sum(CASE WHEN is_valid AND is_verbatim AND verifier_v > 0 THEN 1 ELSE 0 END),
+                   avg(verifier_v), avg(proposer_reward)
+            FROM curriculum WHERE run_id = ?
+        """
+        g, v, vb, vp, mean_v, mean_r = con.execute(sql, [landed_run.run_id]).fetchone()
+        run = con.execute(
+            "SELECT status, profile, config_hash FROM runs WHERE run_id = ?", [landed_run.run_id]
+        ).fetchone()
+        fps = con.execute(
+            "SELECT DISTINCT index_fingerprint FROM curriculum WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchall()
+        reasons = con.execute(
+            "SELECT invalid_reason, count(*) FROM curriculum "
+            "WHERE run_id = ? AND NOT is_valid GROUP BY ALL",
+            [landed_run.run_id],
+        ).fetchall()
+        hops = con.execute(
+            "SELECT hop_count, count(*) FROM curriculum WHERE run_id = ? GROUP BY ALL",
+            [landed_run.run_id],
+        ).fetchall()
+        rejects = con.execute(
+            "SELECT count(*) FROM rejects WHERE run_id = ?", [landed_run.run_id]
+        ).fetchone()[0]
+        drawn = con.execute(
+            "SELECT count(DISTINCT cluster_id) FROM curriculum WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchone()[0]
+        (k,) = con.execute(
+            "SELECT DISTINCT k FROM clusters WHERE iteration = "
+            "(SELECT max(iteration) FROM run_plan WHERE run_id = ?)",
+            [landed_run.run_id],
+        ).fetchall()
+        rollouts, correct = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE correct) FROM solver_rollouts "
+            "WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchone()
+
+    expected = {"generated": g, "valid": v or 0, "verbatim": vb or 0, "v_positive": vp or 0}
+    assert g == 6  # generation.num_sources=6 in LANDED_SETTINGS
+    assert funnel_from_markdown(rep.markdown) == expected
+    assert rep.funnel == expected
+    md = rep.markdown
+    assert f"# Run report: {landed_run.run_id}" in md
+    status, profile, config_hash = run
+    assert rep.status == status == "completed"
+    assert f"| status | {status} |" in md
+    assert f"| profile | {profile} |" in md
+    assert f"`{config_hash}`" in md
+    assert fps and all(f"`{fp}`" in md for (fp,) in fps)
+    assert f"Mean V: {mean_v:+.3f}" in md
+    assert f"R_pro: {mean_r:.3f}" in md
+    for reason, n in reasons:
+        assert f"| {reason} | {n} |" in md
+    hop_rows = {int(r[0]): int(r[1]) for r in table_rows(md, "### Hop counts")}
+    assert {h: n for h, n in hop_rows.items() if n} == {int(h): n for h, n in hops}
+    assert set(hop_rows) >= {1, 2, 3, 4}  # every configured hop count, zeros included
+    task_rows = table_rows(md, "### Task types")
+    assert sum(int(r[1]) for r in task_rows) == g
+    assert {r[0] for r in task_rows} >= {"factual", "comparison", "causal", "temporal"}
+    assert f"## Rejects: {rejects}" in md
+    assert f"### Clusters: {drawn} of {k[0]} drawn" in md
+    assert f"{rollouts} rollouts over" in md
+    wcr_rows = table_rows(md, "## Solver rollouts and WCR")
+    assert sum(int(r[1]) for r in wcr_rows) == rollouts > 0
+    assert sum(int(r[2]) for r in wcr_rows) == correct
+
+
+def test_landed_report_examples_are_the_top_valid_records(landed_run, landed_report):
+    with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
+        top = con.execute(
+            "SELECT question, answer, verifier_v FROM curriculum "
+            "WHERE run_id = ? AND is_valid AND is_verbatim "
+            "ORDER BY verifier_v DESC NULLS LAST, proposer_reward DESC NULLS LAST, record_id",
+            [landed_run.run_id],
+        ).fetchall()
+    md = landed_report.markdown
+    shown = re.findall(r"^### \d+\. V ", md, re.M)
+    assert len(shown) == min(3, len(top))
+    if not top:
+        assert "_none: no valid record" in md
+        return
+    question, answer, v = top[0]
+    first = md.split("### 1. V ", 1)[1]
+    assert first.startswith(f"{v:+.3f}" if v is not None else "n/a")
+    flat_q = " ".join(question.split()).replace("|", "\\|")
+    assert f"**Question:** {flat_q[:400]}" in first
+    flat_a = " ".join(answer.split()).replace("|", "\\|")
+    assert f"**Answer:** {flat_a[:150]}" in first
+
+
+def test_landed_report_files_are_real_pngs_with_bars(landed_report):
+    assert_real_pngs(landed_report)
+    assert_links_resolve(landed_report)
+    assert blue_pixels(landed_report.plots["funnel"]) > 500  # six generated records: a bar
+
+
+def test_report_is_reproducible_and_artifact_links_are_absolute(landed_run, landed_report):
+    again = write_run_report(landed_run.catalog, landed_report.dir.parent, landed_run.run_id)
+    assert again.markdown == landed_report.markdown
+    art = again.artifact_markdown()
+    assert "](funnel.png)" not in art
+    for path in again.plots.values():
+        assert f"`{path}`" in art
+
+
+def _run_record(run_id: str, cfg) -> dict:
+    t0 = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    return {
+        "run_id": run_id,
+        "run_date": t0.date(),
+        "profile": cfg.profile,
+        "config_hash": cfg.config_hash(),
+        "config_yaml": cfg.to_yaml(),
+        "started_at": t0,
+        "finished_at": t0 + dt.timedelta(minutes=7),
+        "status": "completed",
+        "shards_planned": 1,
+        "shards_completed": 1,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+def test_empty_run_gets_a_report_with_no_data_plots(tmp_path):
+    cfg = load_config(None, [])
+    store = Store(tmp_path / "out")
+    store.write_run(_run_record("empty-run", cfg))
+    catalog = store.refresh_catalog()  # no shards: every view empty
+
+    rep = write_run_report(catalog, store.run_dir("empty-run"), "empty-run")
+    assert rep.dir == store.run_dir("empty-run") / "report"
+    assert rep.funnel == dict.fromkeys(FUNNEL_ROWS, 0)
+    assert rep.mean_v is None and rep.status == "completed"
+    md = rep.markdown
+    assert funnel_from_markdown(md) == dict.fromkeys(FUNNEL_ROWS, 0)
+    assert f"`{cfg.config_hash()}`" in md
+    assert "2026-01-02 03:04:05 UTC" in md and "(7.0 min)" in md
+    assert f"`{cfg.llm.model}`" in md  # models from the run's config when no record names them
+    assert "Mean V: n/a" in md
+    assert "_none: no valid record" in md
+    assert "## Rejects: 0" in md
+    assert_real_pngs(rep)
+    assert_links_resolve(rep)
+    for path in rep.plots.values():
+        assert blue_pixels(path) == 0, f"{path.name} draws bars without data"
+
+    # A run id the catalog has never seen still gets a page that says so, not a crash.
+    ghost = write_run_report(catalog, store.run_dir("ghost"), "ghost")
+    assert "is not in the catalog's `runs` view" in ghost.markdown
+    assert ghost.status is None
+    assert_real_pngs(ghost)
+
+
+def _row(table: str, **values) -> dict:
+    """A contract-conforming row with neutral defaults, overridden by `values`."""
+    import pyarrow as pa
+
+    from schemas.tables import schema_for
+
+    def default(t):
+        if pa.types.is_string(t):
+            return "x"
+        if pa.types.is_boolean(t):
+            return False
+        if pa.types.is_integer(t):
+            return 0
+        if pa.types.is_floating(t):
+            return 0.0
+        if pa.types.is_list(t):
+            return []
+        if pa.types.is_timestamp(t):
+            return dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+        return None
+
+    row = {fld.name: default(fld.type) for fld in schema_for(table)}
+    return {**row, **values}
+
+
+def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
+    """The landed run has no KG-linked records, so cover the WCR bins and Markdown escaping of
+    model text with a small hand-made shard."""
+    cfg = load_config(None, [])
+    store = Store(tmp_path / "out")
+    store.write_run(_run_record("syn", cfg))
+    common = {"run_id": "syn", "task_type": "factual", "evidence_status": "verbatim"}
+    records = [
+        _row("curriculum", **common, record_id="a", hop_count=2, cluster_id=3, is_valid=True,
+             is_verbatim=True, question="Which | pipe\nsplits?", answer="It", evidence="ev",
+             verifier_v=0.6, proposer_reward=0.9),
+        _row("curriculum", **common, record_id="b", hop_count=1, cluster_id=3, is_valid=False,
+             invalid_reason="empty_answer", is_verbatim=False, verifier_v=None),
+    ]  # fmt: skip
+    coverages = [(0.0, False), (0.2, True), (0.25, False), (0.5, True), (1.0, True), (None, False)]
+    rollouts = [
+        _row("solver_rollouts", run_id="syn", record_id="a", rollout_id=f"r{i}", sample=i,
+             wcr_coverage=g, correct=ok)
+        for i, (g, ok) in enumerate(coverages)
+    ]  # fmt: skip
+    day = dt.date(2026, 1, 2)
+    files = [
+        store.write_shard("curriculum", "syn", day, "00000", records),
+        store.write_shard("solver_rollouts", "syn", day, "00000", rollouts),
+    ]
+    store.commit("syn", "00000", files)
+    rep = write_run_report(store.refresh_catalog(), store.run_dir("syn"), "syn")
+
+    md = rep.markdown
+    assert rep.funnel == {"generated": 2, "valid": 1, "verbatim": 1, "v_positive": 1}
+    assert "| empty_answer | 1 |" in md
+    assert "**Question:** Which \\| pipe splits?" in md  # one line, pipe escaped
+    assert "### 1. V +0.600, R_pro 0.900 — 2-hop factual" in md
+    wcr = {r[0]: (int(r[1]), int(r[2])) for r in table_rows(md, "## Solver rollouts and WCR")}
+    assert wcr == {
+        "0": (1, 0),
+        "(0, .25]": (2, 1),
+        "(.25, .5]": (1, 1),
+        "(.5, .75]": (0, 0),
+        "(.75, 1]": (1, 1),
+        "no KG path": (1, 0),
+    }
+    assert "### Clusters: 1 of ? drawn" in md  # no run_plan view: K unknown
+    assert_real_pngs(rep)
+    assert blue_pixels(rep.plots["wcr_vs_correct"]) > 200  # the correct rollouts' bars
+
+
+def test_cell_escaping_keeps_tables_intact():
+    from pipeline.report import _cell
+
+    assert _cell("a | b\nc") == "a \\| b c"
+    assert _cell("x" * 50, 10) == "x" * 9 + "…"
+    assert _cell(None) == "–" and _cell(0.12345) == "0.123"
+
+
+def test_artifact_keys_are_valid_and_distinct():
+    from flows.report import artifact_key
+
+    assert artifact_key("landed-a") == "run-report-landed-a"
+    keys = {artifact_key(r) for r in ("Run_A", "run-a", "run_a", "20261122-embedded-e1deb3f4")}
+    assert len(keys) == 4
+    for key in [*keys, artifact_key("___"), artifact_key("x", "funnel")]:
+        assert re.fullmatch(r"[a-z0-9-]+", key), key
+
+
+def _cli_app() -> typer.Typer:
+    from pipeline.report_cli import report
+
+    app = typer.Typer()
+    app.callback()(lambda: None)  # keep `report` a subcommand, as in pipeline/cli.py
+    app.command("report")(report)
+    return app
+
+
+def test_cli_reports_the_newest_run_and_fails_clearly(landed_run, tmp_path):
+    out = tmp_path / "out"
+    sets = ["--set", f"store.out_dir={out}", "--set", f"store.catalog={landed_run.catalog}"]
+    runner = CliRunner()
+    res = runner.invoke(_cli_app(), ["report", *sets])
+    assert res.exit_code == 0, res.output
+    path = out / "runs" / landed_run.run_id / "report" / "report.md"
+    assert f"run report: {path}" in res.output
+    assert path.is_file()
+
+    res = runner.invoke(_cli_app(), ["report", "--run-id", "nope", *sets])
+    assert res.exit_code == 2
+    assert "error: run 'nope' is not in the catalog" in res.output
+    assert f"hint: known runs (newest last): {landed_run.run_id}" in res.output
+    assert not (out / "runs" / "nope").exists()
+
+    missing = ["--set", f"store.out_dir={out}", "--set", f"store.catalog={tmp_path / 'x.duckdb'}"]
+    res = runner.invoke(_cli_app(), ["report", *missing])
+    assert res.exit_code == 2
+    assert "error: no catalog at" in res.output and "hint:" in res.output
+
+
+PREFECT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from pipeline.config import load_config
+    from flows.report import artifact_key, report_task
+
+    out, catalog, run_id = sys.argv[1:4]
+
+    @flow(name="report-only")
+    def report_only():
+        cfg = load_config(None, [f"store.out_dir={out}", f"store.catalog={catalog}"])
+        return report_task(cfg, run_id)
+
+    rep = report_only()
+    keys = [artifact_key(run_id, "report"), artifact_key(run_id, "funnel")]
+    with get_client(sync_client=True) as client:
+        flt = ArtifactFilter(key=ArtifactFilterKey(any_=keys))
+        arts = client.read_artifacts(artifact_filter=flt)
+    print(json.dumps({
+        "markdown_path": str(rep.markdown_path),
+        "artifacts": [
+            {"key": a.key, "type": a.type, "data": a.data, "flow_run_id": str(a.flow_run_id)}
+            for a in arts
+        ],
+    }))
+    """
+)
+
+
+def test_report_task_publishes_prefect_artifacts(landed_run, tmp_path):
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PREFECT_SCRIPT, str(out), str(landed_run.catalog),
+         landed_run.run_id],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    md_path = Path(res["markdown_path"])
+    assert md_path == out / "runs" / landed_run.run_id / "report" / "report.md"
+    arts = {a["key"]: a for a in res["artifacts"]}
+    md_art = arts[f"run-report-{landed_run.run_id}"]
+    assert md_art["type"] == "markdown" and md_art["flow_run_id"] != "None"
+    assert md_art["data"].startswith(f"# Run report: {landed_run.run_id}")
+    funnel = funnel_from_markdown(md_path.read_text(encoding="utf-8"))
+    assert funnel_from_markdown(md_art["data"]) == funnel
+    assert f"`{md_path.parent / 'funnel.png'}`" in md_art["data"]  # absolute plot paths
+    table = arts[f"run-funnel-{landed_run.run_id}"]
+    assert table["type"] == "table"
+    rows = json.loads(table["data"])
+    assert [r["records"] for r in rows] == [funnel[k] for k in FUNNEL_ROWS]
