@@ -5,9 +5,12 @@ Thin wiring over pipeline.stages; one nightly run is one self-evolution iteratio
 
 from __future__ import annotations
 
+import dataclasses
+
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows.report import report_task
 from pipeline.config import load_config
 from pipeline.run_control import StopRequest, is_transient, store_run_lock
 from pipeline.runs import default_run_id
@@ -111,4 +114,14 @@ def nightly(
         kg_task(cfg)
         generate_task(cfg, art, run_id, stop)
         feedback_task(cfg, art, run_id)
-        return land_task(cfg, art, run_id)
+        summary = land_task(cfg, art, run_id)
+        # The shards and catalog have landed; a failing report is logged, not a failed run.
+        state = report_task(cfg, run_id, return_state=True)
+        if state.is_completed():
+            return dataclasses.replace(summary, report=state.result().markdown_path)
+        get_run_logger().warning(
+            "run report failed (%s); regenerate it with `curriculum report --run-id %s`",
+            state.message,
+            run_id,
+        )
+        return summary

@@ -13,6 +13,7 @@ from pipeline.audit_cli import audit as audit_command
 from pipeline.config import ConfigError, load_config
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
+from pipeline.report_cli import report as report_command
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -32,6 +33,7 @@ llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 app.command("audit")(audit_command)
 app.command()(export)
+app.command("report")(report_command)
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -119,6 +121,11 @@ def nightly(
     )
     typer.echo(f"DuckDB catalog: {s.catalog}")
     typer.echo('  query it: .venv/bin/curriculum sql "SELECT * FROM funnel"')
+    typer.echo("  audit it: .venv/bin/curriculum audit evidence   (curriculum audit list)")
+    if s.report:
+        typer.echo(f"run report: {s.report}")
+    else:
+        typer.echo(f"run report: not written; try `curriculum report --run-id {s.run_id}`")
     if s.status != "completed":
         typer.secho(
             f"run {s.run_id} {s.status} after {s.shards_completed}/{s.shards_planned} shards; "

@@ -134,6 +134,7 @@ class RunSummary:
     status: str = "completed"
     shards_completed: int = 0
     shards_planned: int = 0
+    report: Path | None = None  # the run report's Markdown, once written
 
 
 def land_stage(cfg, art: IndexArtifacts, run_id: str) -> RunSummary:
