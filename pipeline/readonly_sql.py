@@ -105,8 +105,24 @@ def connect_audit(catalog: str | Path) -> duckdb.DuckDBPyConnection:
     con = connect_readonly(catalog)
     # A query naming an https:// or s3:// file would otherwise download and install httpfs.
     con.execute("SET autoinstall_known_extensions = false")
+    # The views read Parquet files under a few directories; nothing else on the machine
+    # (read_text('/etc/passwd'), someone's home directory) is readable from an audit query.
+    dirs = _view_directories(con)
+    if dirs:
+        con.execute("SET allowed_directories = ?", [dirs])
+    con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+_QUOTED_PARQUET = re.compile(r"'((?:[^']|'')+?\.parquet)'")
+
+
+def _view_directories(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Directories of the Parquet files the catalog's views read (trailing slash included)."""
+    rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
+    paths = {m.replace("''", "'") for (sql,) in rows for m in _QUOTED_PARQUET.findall(sql or "")}
+    return sorted({str(Path(p).parent).rstrip("/") + "/" for p in paths})
 
 
 __all__ = [

@@ -77,12 +77,18 @@ def test_explain_analyze_of_a_copy_would_write_without_the_check(tmp_path, empty
     """Why EXPLAIN is inspected: a read-only connection alone lets EXPLAIN ANALYZE write."""
     target = tmp_path / "written.csv"
     sql = f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{target}'"
-    with connect_audit(empty_catalog) as con:
+    from pipeline.store import connect_readonly
+
+    with connect_readonly(empty_catalog) as con:
         con.execute(sql)
     assert target.exists()
     target.unlink()
     with pytest.raises(UnsafeSQLError, match="EXPLAIN of a statement that is not a SELECT"):
         read_only_statements(sql)
+    # Second line of defence: the audit connection cannot write files even if a check failed.
+    with connect_audit(empty_catalog) as con, pytest.raises(duckdb.PermissionException):
+        con.execute(sql)
+    assert not target.exists()
 
 
 READS = [
@@ -184,3 +190,18 @@ def test_a_filter_cannot_smuggle_a_second_query(landed_run, predicate):
         assert "\n" not in str(exc.value)
         # Nothing changed: the view is still there with all its rows.
         assert con.execute("SELECT count(*) FROM funnel").fetchall()[0][0] >= 1
+
+
+def test_audit_queries_read_only_the_files_behind_the_views(landed_run, tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for auditors\n")
+    with connect_audit(landed_run.catalog) as con:
+        # Every view still works: their Parquet directories are allowed...
+        assert con.execute("SELECT count(*) FROM curriculum").fetchone()[0] > 0
+        assert con.execute("SELECT count(*) FROM passages").fetchone()[0] > 0
+        assert con.execute("SELECT count(*) FROM evidence_mismatches").fetchone() == (0,)
+        # ...and nothing else on the machine is.
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(f"SELECT * FROM read_text('{outside}')").fetchall()
+        with pytest.raises(duckdb.Error):
+            con.execute("SET enable_external_access = true")
