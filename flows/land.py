@@ -1,0 +1,37 @@
+"""Prefect flow for the land stage alone: rebuild the DuckDB catalog over every committed shard
+and (re)write a run's report — after a manual fix, a schema-compatible upgrade of views.sql, or
+a run whose report failed. The nightly flow runs the same two tasks at its end."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows.nightly import land_task
+from flows.report import report_task
+from pipeline.config import load_config
+from pipeline.index_build import find_index
+from pipeline.stages import RunSummary
+from pipeline.store import Store
+
+
+@flow(name="land", log_prints=True)
+def land(
+    profile: str = "configs/embedded.yaml",
+    overrides: list[str] | None = None,
+    run_id: str | None = None,
+) -> RunSummary:
+    """Refresh the catalog; report on `run_id` (default: the newest run in the store)."""
+    cfg = load_config(profile, overrides or [])
+    store = Store.from_config(cfg)
+    runs = sorted(
+        (r for r in (store.read_run(i) for i in store.run_ids()) if r),
+        key=lambda r: r["started_at"],
+    )
+    if run_id is None:
+        if not runs:
+            raise ValueError(f"no runs under {store.root}; run the nightly flow first")
+        run_id = runs[-1]["run_id"]
+    summary = land_task(cfg, find_index(cfg), run_id)
+    report = report_task(cfg, run_id)
+    get_run_logger().info("catalog %s, report %s", summary.catalog, report.markdown_path)
+    return summary
