@@ -94,7 +94,7 @@ def start_server(cmd: list[str], base: str, log_path: Path, env: dict, timeout: 
 # Tiny but real nightly settings: every stage runs, with the real models, in a few minutes.
 LANDED_SETTINGS = [
     "generation.num_sources=6",
-    "generation.shard_size=3",
+    "generation.shard_size=2",
     "verifier.m=2",
     "rewards.n_solver=2",
     "kg.num_seeds=4",

@@ -1,6 +1,7 @@
 """End to end: the real nightly Prefect flow on the sample corpus, killed and resumed."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,37 +12,23 @@ import pytest
 
 from pipeline.generation import record_id
 from pipeline.rewards import hop_grouped_advantages
-from tests.conftest import ROOT
+from tests.conftest import LANDED_SETTINGS, ROOT
 
 pytestmark = pytest.mark.slow
 
 
 def _cli(tmp_path, run_id, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "nightly",
-        "--run-id",
-        run_id,
-        "--set",
+    """The nightly CLI on a store under tmp_path, with the settings of the landed_run fixture
+    (6 sources in 3 shards of 2), so a copy of that run can serve as an earlier night."""
+    cmd = [sys.executable, "-m", "pipeline.cli", "nightly", "--run-id", run_id]
+    settings = [
         f"store.out_dir={tmp_path / 'out'}",
-        "--set",
         f"store.catalog={tmp_path / 'out' / 'catalog.duckdb'}",
-        "--set",
-        "generation.num_sources=6",
-        "--set",
-        "generation.shard_size=2",
-        "--set",
-        "verifier.m=3",
-        "--set",
-        "rewards.n_solver=3",
-        "--set",
-        "kg.num_seeds=4",
-        "--set",
-        "generation.max_turns=2",
-        *extra,
+        *LANDED_SETTINGS,
     ]
+    for setting in settings:
+        cmd += ["--set", setting]
+    return [*cmd, *extra]
 
 
 def _env(tmp_path):
@@ -141,20 +128,20 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     ).fetchone() == (0,)
     k = con.execute(
         """SELECT count(*) FROM curriculum
-           WHERE is_valid AND solver_n = 3 AND solver_k BETWEEN 0 AND 3"""
+           WHERE is_valid AND solver_n = 2 AND solver_k BETWEEN 0 AND 2"""
     ).fetchone()[0]
     assert k == con.execute("SELECT count(*) FROM curriculum WHERE is_valid").fetchone()[0]
 
 
-def test_second_run_continues_the_selector_state(tmp_path):
+def test_second_run_continues_the_selector_state(tmp_path, landed_run):
     """Two consecutive nightly runs: iteration 2 starts from iteration 1's bandit counts.
 
-    On the way, the second run meets a concurrent run (refused: one run per store) and a
-    SIGTERM (it finishes the shard in progress, stops resumable, and the rerun completes)."""
+    Night 1 is a copy of the session's landed run (same settings). On the way, the second run
+    meets a concurrent run (refused: one run per store) and a SIGTERM (it finishes the shard in
+    progress, stops resumable, and the rerun completes)."""
     env = _env(tmp_path)
-    done = subprocess.run(_cli(tmp_path, "night-1"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
+    first = landed_run.run_id
 
     manifest = tmp_path / "out" / "runs" / "night-2" / "manifest.jsonl"
     log = tmp_path / "night-2.log"  # a file, not a pipe nobody drains while it runs
@@ -190,7 +177,7 @@ def test_second_run_continues_the_selector_state(tmp_path):
     assert manifest.read_text().count("\n") == 3
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
     plans = dict(con.execute("SELECT DISTINCT run_id, iteration FROM run_plan").fetchall())
-    assert plans == {"night-1": 1, "night-2": 2}
+    assert plans == {first: 1, "night-2": 2}
     pulls = dict(
         con.execute(
             "SELECT iteration, sum(pulls) FROM selector_state WHERE bandit = 'cluster' GROUP BY 1"
@@ -202,7 +189,7 @@ def test_second_run_continues_the_selector_state(tmp_path):
         ).fetchall()
     )
     k = 10  # K0 virtual pulls, one per cluster arm
-    assert pulls[1] == k + valid["night-1"]
+    assert pulls[1] == k + valid[first]
     assert pulls[2] == pulls[1] + valid["night-2"]  # iteration 2 read iteration 1's counts
     used = con.execute("SELECT iteration, sum(uses) FROM selector_usage GROUP BY 1").fetchall()
     assert dict(used) == {1: 6, 2: 12}  # every draw counted, cumulatively
