@@ -97,6 +97,11 @@ class LLMConfig(_Section):
     # http: local tokenizer (path, hub id or registry:<package>) for count_tokens when the
     # server has no vLLM-style POST /tokenize.
     tokenizer: str | None = None
+    # Prompt format: none = plain few-shot text (base models); model = the tokenizer's chat
+    # template (instruction-tuned models such as Qwen2.5-Instruct); or a Jinja template file.
+    # The tokenizer is llm.tokenizer, else llm.model. system_prompt opens the chat if set.
+    chat_template: str = "none"
+    system_prompt: str | None = None
     # Response cache keyed by (model, prompt, sampling params), so an interrupted run re-uses
     # finished generations. cache_path None = <store.out_dir>/llm_cache/responses.sqlite.
     cache: bool = True

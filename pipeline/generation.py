@@ -30,6 +30,7 @@ from pipeline.agents.verifier import (
 )
 from pipeline.index import Retriever
 from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
 from pipeline.plan import Plan, PlanItem
 from pipeline.rewards import (
     FormatScore,
@@ -67,6 +68,8 @@ class GenerationContext:
     shots: list[FewShot] = field(default_factory=list)
     # KG subgraphs by id (from the kg stage), offered to the proposer when linked.
     subgraphs: dict[str, dict] = field(default_factory=dict)
+    # First prompt of every call -> what the model sees (plain text or its chat template).
+    render: Render = plain
 
 
 @dataclass
@@ -99,7 +102,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     graphs = [ctx.subgraphs.get(it.subgraph_id) if it.subgraph_id else None for it in items]
     facts = [render_path(sg["target_path"]) if sg else None for sg in graphs]
     prompts = [
-        proposer_prompt(t, x, ctx.shots, g.evidence_mode, f, it.hop_count, it.task_type)
+        ctx.render(proposer_prompt(t, x, ctx.shots, g.evidence_mode, f, it.hop_count, it.task_type))
         for t, x, f, it in zip(titles, texts, facts, items, strict=True)
     ]
     params = SamplingParams(
@@ -156,7 +159,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             wcr_alpha=r.wcr_alpha,
             force_final=g.force_final,
         )
-        res = solve(gen, ctx.retriever, tasks, ctx.shots, settings)
+        res = solve(gen, ctx.retriever, tasks, ctx.shots, settings, ctx.render)
         solved = dict(zip(solve_idx, res, strict=True))
     ver_idx = [i for i in solve_idx if proposals[i].evidence_status == "verbatim"]
     ver_items = [
@@ -175,10 +178,11 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                 v.top_p,
                 g.answer_max_tokens,
                 seed + 2,
+                ctx.render,
             )
             verified = dict(zip(ver_idx, mc, strict=True))
         if v.method in ("teacher_forced", "both"):
-            tf = verify_teacher_forced(gen, ver_items, ctx.shots)
+            tf = verify_teacher_forced(gen, ver_items, ctx.shots, ctx.render)
             if v.method == "teacher_forced":
                 verified = dict(zip(ver_idx, tf, strict=True))
             else:

@@ -17,6 +17,7 @@ from pipeline.index import Retriever
 from pipeline.index_build import IndexArtifacts, ensure_index
 from pipeline.llm import make_generator
 from pipeline.llm.cache import default_cache_path
+from pipeline.llm.chat import make_renderer
 from pipeline.plan import apply_feedback, load_plan, make_plan, selector_dirs
 from pipeline.runs import finish_run, start_run
 from pipeline.store import Store, connect_readonly, utcnow
@@ -80,6 +81,7 @@ def generate_stage(
             run_date=record["run_date"],
             embedder_model=embedder.model_ref,
             subgraphs={sg["subgraph_id"]: sg for sg in subgraphs},
+            render=make_renderer(cfg),
         )
         try:
             report = run_generation(ctx, plan, on_shard=on_shard, should_stop=should_stop)

@@ -15,6 +15,7 @@ from pipeline.agents.prompts import SOLVER_STOP, FewShot, solver_prompt
 from pipeline.agents.proposer import tag
 from pipeline.index import Retriever
 from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
 from pipeline.rewards import (
     answer_correctness,
     evo_rag_step_rewards,
@@ -68,8 +69,9 @@ def solve(
     tasks: Sequence[SolverTask],
     shots: Sequence[FewShot],
     s: SolverSettings,
+    render: Render = plain,
 ) -> list[SolverResult]:
-    prompts = [solver_prompt(t.question, shots) for t in tasks]
+    prompts = [render(solver_prompt(t.question, shots)) for t in tasks]
     params = SamplingParams(n=s.n, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed)
     cfg = RolloutConfig(
         "<answer>",

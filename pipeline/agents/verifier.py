@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
 from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
 from pipeline.rewards import exact_match, verifier_mc, verifier_teacher_forced
 
 
@@ -42,11 +43,12 @@ def verify_mc(
     top_p: float,
     max_tokens: int,
     seed: int,
+    render: Render = plain,
 ) -> list[VerifierResult]:
     prompts = []
     for it in items:
-        prompts.append(answer_prompt(it.question, shots, context=it.evidence))
-        prompts.append(answer_prompt(it.question, shots, context=None))
+        prompts.append(render(answer_prompt(it.question, shots, context=it.evidence)))
+        prompts.append(render(answer_prompt(it.question, shots, context=None)))
     params = SamplingParams(
         n=m,
         temperature=temperature,
@@ -84,12 +86,15 @@ def verify_mc(
 
 
 def verify_teacher_forced(
-    gen: Generator, items: Sequence[VerifierItem], shots: Sequence[FewShot]
+    gen: Generator,
+    items: Sequence[VerifierItem],
+    shots: Sequence[FewShot],
+    render: Render = plain,
 ) -> list[VerifierResult]:
     prompts, conts = [], []
     for it in items:
         for ctx in (it.evidence, None):
-            prompts.append(answer_prompt(it.question, shots, context=ctx))
+            prompts.append(render(answer_prompt(it.question, shots, context=ctx)))
             conts.append(" " + it.answer.strip())
     logps = gen.score(prompts, conts)
     results = []

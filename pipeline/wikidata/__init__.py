@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.corpus import load_corpus
+from pipeline.llm.chat import make_renderer, rendering
 from pipeline.store import (
     atomic_write_bytes,
     read_shard,
@@ -163,6 +164,8 @@ def _extract_dir(cfg, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
         "model": cfg.llm.model,
         "prompt": PROMPT_VERSION,
     }
+    if cfg.llm.chat_template != "none":  # only then: keys of plain-prompt extractions stay
+        ident["chat"] = [cfg.llm.chat_template, cfg.llm.system_prompt]
     key = _key(ident)
     return kg_root(cfg) / ingest_key / f"subgraphs-{key}", key
 
@@ -201,6 +204,7 @@ def extract(cfg, generator=None) -> ExtractResult:
             from pipeline.llm.cache import default_cache_path
 
             generator = make_generator(cfg.llm, default_cache_path(cfg), cfg.seed)
+        generator = rendering(generator, make_renderer(cfg))
         settings = ExpansionSettings.from_config(cfg.kg, cfg.seed)
         ex = extract_subgraphs(graph, generator, seeds, settings, key=key)
     table = to_table(ex.records)
