@@ -15,28 +15,13 @@ from typing import Annotated, Any
 
 import typer
 
-from pipeline.config import ConfigError, load_config
-
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one key, e.g. --set store.catalog=/x.duckdb."),
-]
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
 
 
 class Format(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
-
-
-def _fail(msg: str, hint: str | None = None) -> None:
-    typer.secho(f"error: {msg}", fg="red", err=True)
-    if hint:
-        typer.echo(f"hint: {hint}", err=True)
-    raise typer.Exit(2)
 
 
 def _cell(v: Any) -> str:
@@ -114,16 +99,13 @@ def audit(
             _print_tables([Table("audits", ["name", "description"], list_audits())], fmt)
         return
     if (name is None) == (sql_file is None):
-        _fail(
+        fail(
             "give an audit name or --sql FILE (not both)",
             "curriculum audit --list shows the audits",
         )
     if sql_file is not None and run_id is not None:
-        _fail("--run-id applies to named audits", "filter on run_id inside the SQL file")
-    try:
-        cfg = load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+        fail("--run-id applies to named audits", "filter on run_id inside the SQL file")
+    cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
     try:
         if sql_file is not None:
@@ -131,14 +113,14 @@ def audit(
             return
         result = run_audit(catalog, name, run_id)
     except UnsafeSQLError as exc:  # parser errors carry a multi-line caret display
-        _fail(
+        fail(
             str(exc).strip().splitlines()[0],
             "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)",
         )
     except StoreError as exc:
-        _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+        fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     except AuditError as exc:
-        _fail(str(exc), "curriculum audit --list shows the audits")
+        fail(str(exc), "curriculum audit --list shows the audits")
     _print_tables(result.tables, fmt)
     # Keep stdout clean for piping; the verdict goes to stderr there.
     if result.passed is not None:  # report-only audits have no verdict to print

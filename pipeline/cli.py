@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from pipeline.audit_cli import audit as audit_command
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
 from pipeline.config import ConfigError, load_config
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
@@ -35,26 +36,11 @@ app.command("audit")(audit_command)
 app.command()(export)
 app.command("report")(report_command)
 
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one key, e.g. --set generation.num_sources=16."),
-]
-
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_STOPPED = 3  # a run stopped on request; resume it with the same --run-id
 EXIT_INTERRUPTED = 130
-
-
-def _fail(msg: str, hint: str | None = None) -> None:
-    typer.secho(f"error: {msg}", fg="red", err=True)
-    if hint:
-        typer.echo(f"hint: {hint}", err=True)
-    raise typer.Exit(2)
 
 
 @app.callback()
@@ -90,10 +76,7 @@ def nightly(
     ] = None,
 ) -> None:
     """Run the nightly flow (index, selector plan, generate, feedback, land); print a summary."""
-    try:
-        cfg = load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    cfg = config_or_fail(profile, overrides)
     from flows.nightly import nightly as nightly_flow
     from pipeline.run_control import RunInProgressError, store_run_lock
     from pipeline.runs import default_run_id
@@ -104,7 +87,7 @@ def nightly(
             pass
         s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
     except RunInProgressError as exc:
-        _fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
+        fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "
@@ -146,24 +129,17 @@ def sql(
     from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
     from pipeline.store import StoreError
 
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     try:
         statements = read_only_statements(query, where="query")
         con = connect_audit(cfg.resolve_path(cfg.store.catalog))
     except UnsafeSQLError as exc:
-        _fail(str(exc), "use `curriculum export` to write datasets")
+        fail(str(exc), "use `curriculum export` to write datasets")
     except StoreError as exc:
-        _fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+        fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     with con:
         for statement in statements:
             con.sql(statement).show(max_width=200)
-
-
-def _config(profile: str, overrides: list[str] | None):
-    try:
-        return load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
 
 
 def _retriever(cfg):
@@ -175,13 +151,13 @@ def _retriever(cfg):
         art = find_index(cfg)
         return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
     except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError) as exc:
-        _fail(str(exc), "run `curriculum index build` with the same profile and --set flags")
+        fail(str(exc), "run `curriculum index build` with the same profile and --set flags")
 
 
 @index_app.command("build")
 def index_build(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
     """Corpus -> passages table -> embedding shards -> FAISS index (a no-op if unchanged)."""
-    _config(profile, overrides)
+    config_or_fail(profile, overrides)
     from flows.build_index import build_index
 
     art = build_index(profile=profile, overrides=overrides or [])
@@ -198,7 +174,7 @@ def index_search(
     overrides: SetOpt = None,
 ) -> None:
     """Search the index and print the agent-facing `Doc i(Title: ...)` blocks with scores."""
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     retriever = _retriever(cfg)
     for q, hits in zip(queries, retriever.search(queries, k), strict=True):
         typer.secho(f"> {q}", bold=True)
@@ -218,7 +194,7 @@ def index_serve(
 
     from pipeline.server import Limits, create_app
 
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     r = cfg.retrieval
     limits = Limits(
         max_topk=r.max_topk, max_queries=r.max_queries, max_query_chars=r.max_query_chars
@@ -240,7 +216,7 @@ def llm_serve(
     Point a trainer, or this pipeline with llm.backend=http, at http://HOST:PORT."""
     from pipeline.llm.openai_server import serve
 
-    serve(_config(profile, overrides), host=host, port=port, served_model_name=name)
+    serve(config_or_fail(profile, overrides), host=host, port=port, served_model_name=name)
 
 
 @app.command()
@@ -252,7 +228,7 @@ def cluster(
     ] = None,
 ) -> None:
     """Cluster the indexed corpus with mini-batch k-means for a selector iteration (K_t)."""
-    _config(profile, overrides)
+    config_or_fail(profile, overrides)
     from flows.cluster_corpus import cluster_corpus
 
     res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
@@ -279,14 +255,14 @@ def selector_show(
     from pipeline.selector import saved_iterations, ucb_scores
     from pipeline.selector.state import iteration_dir
 
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     _, state_dir = selector_dirs(cfg)
     saved = saved_iterations(state_dir)
     if not saved:
-        _fail(f"no selector state under {state_dir}", "run the nightly flow first")
+        fail(f"no selector state under {state_dir}", "run the nightly flow first")
     t = iteration if iteration is not None else saved[-1]
     if t not in saved:
-        _fail(f"iteration {t} was not saved; saved: {saved}")
+        fail(f"iteration {t} was not saved; saved: {saved}")
     tbl = pq.read_table(iteration_dir(state_dir, t) / "selector_state.parquet").to_pylist()
     typer.echo(f"selector iteration {t} (saved: {saved}) at {state_dir}")
     for bandit in ("cluster", "task_type"):
@@ -307,7 +283,7 @@ def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
     try:
         cfg = load_config(profile, overrides or [])
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(cfg.to_yaml())
     typer.echo(f"# config hash: {cfg.config_hash()}")
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
-from pipeline.config import ConfigError, load_config
+from pipeline.cli_common import config_or_fail, fail
 
 
 class ExportFormat(StrEnum):
@@ -25,13 +25,6 @@ class ExportFormat(StrEnum):
 class SplitBy(StrEnum):
     passage = "passage"
     cluster = "cluster"
-
-
-def _fail(msg: str, hint: str | None = None) -> NoReturn:
-    typer.secho(f"error: {msg}", fg="red", err=True)
-    if hint:
-        typer.echo(f"hint: {hint}", err=True)
-    raise typer.Exit(2)
 
 
 def export(
@@ -86,10 +79,7 @@ def export(
 
     Questions are deduplicated by their normalised text and records sharing a passage never
     straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
-    try:
-        cfg = load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    cfg = config_or_fail(profile, overrides)
     from pipeline.export import ExportError, export_curriculum
 
     catalog = cfg.resolve_path(cfg.store.catalog)
@@ -108,7 +98,7 @@ def export(
             argv=sys.argv,
         )
     except ExportError as exc:
-        _fail(str(exc), exc.hint)
+        fail(str(exc), exc.hint)
     c, m = res.counts, res.manifest
     runs = ", ".join(r["run_id"] for r in m["runs"])
     typer.echo(

@@ -7,33 +7,11 @@ from typing import Annotated
 
 import typer
 
-from pipeline.config import ConfigError, load_config
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
 
 kg_app = typer.Typer(
     help="Wikidata dump -> entity/edge tables -> LLM-guided subgraphs.", no_args_is_help=True
 )
-
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one key, e.g. --set kg.num_seeds=8."),
-]
-
-
-def _fail(msg: str, hint: str | None = None) -> None:
-    typer.secho(f"error: {msg}", fg="red", err=True)
-    if hint:
-        typer.echo(f"hint: {hint}", err=True)
-    raise typer.Exit(2)
-
-
-def _config(profile: str, overrides: list[str] | None):
-    try:
-        return load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
 
 
 @kg_app.command("ingest")
@@ -48,11 +26,11 @@ def ingest(
     from pipeline.wikidata import DumpError
     from pipeline.wikidata import ingest as run_ingest
 
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     try:
         rep = run_ingest(cfg, workers)
     except DumpError as exc:
-        _fail(str(exc), "raise kg.error_budget to accept more bad lines, or fix the dump")
+        fail(str(exc), "raise kg.error_budget to accept more bad lines, or fix the dump")
     state = "unchanged, reused" if rep.reused else f"{rep.seconds:.1f}s"
     typer.echo(
         f"{rep.source_file}: {rep.lines} lines -> {rep.items} items, {rep.properties} "
@@ -69,7 +47,7 @@ def ingest(
 @kg_app.command("extract")
 def extract(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
     """Ingest if needed, then LLM-guided path expansion + distractors (a Prefect flow)."""
-    _config(profile, overrides)
+    config_or_fail(profile, overrides)
     from flows.extract_subgraphs import extract_subgraphs
 
     res = extract_subgraphs(profile=profile, overrides=overrides or [])
@@ -90,11 +68,11 @@ def stats(
     """Figure-5 style report: path lengths, answer types, relations, relations per subgraph."""
     from pipeline.wikidata import KGNotReadyError, find_extract, format_stats
 
-    cfg = _config(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     try:
         res = find_extract(cfg)
     except (KGNotReadyError, FileNotFoundError) as exc:
-        _fail(str(exc), "run `curriculum kg extract` with the same profile and --set flags")
+        fail(str(exc), "run `curriculum kg extract` with the same profile and --set flags")
     if as_json:
         typer.echo(json.dumps(res.stats, indent=2))
         return

@@ -9,22 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.config import ConfigError, load_config
-
-ProfileOpt = Annotated[
-    str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
-]
-
-
-def _fail(msg: str, hint: str | None = None) -> None:
-    typer.secho(f"error: {msg}", fg="red", err=True)
-    if hint:
-        typer.echo(f"hint: {hint}", err=True)
-    raise typer.Exit(2)
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
 
 
 def report(
@@ -41,23 +26,20 @@ def report(
     from pipeline.report import known_run_ids, latest_run_id, write_run_report
     from pipeline.store import Store, StoreError
 
-    try:
-        cfg = load_config(profile, overrides or [])
-    except ConfigError as exc:
-        _fail(str(exc), "check the profile path and --set keys (curriculum config show)")
+    cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
     try:
         known = known_run_ids(catalog)
         run_id = run_id or latest_run_id(catalog)
     except StoreError as exc:
-        _fail(str(exc), "run `make demo` (or `curriculum nightly`) with the same profile first")
+        fail(str(exc), "run `make demo` (or `curriculum nightly`) with the same profile first")
     except duckdb.IOException as exc:
-        _fail(f"cannot open the catalog {catalog}: {exc}", "is a nightly run landing right now?")
+        fail(f"cannot open the catalog {catalog}: {exc}", "is a nightly run landing right now?")
     if run_id is None:
-        _fail(f"no runs in the catalog {catalog}", "run `curriculum nightly` first")
+        fail(f"no runs in the catalog {catalog}", "run `curriculum nightly` first")
     if run_id not in known:
         shown = ", ".join(known[-5:]) or "none"
-        _fail(
+        fail(
             f"run {run_id!r} is not in the catalog {catalog}",
             f"known runs (newest last): {shown}; a run appears once its land step has run",
         )
