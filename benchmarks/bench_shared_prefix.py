@@ -1,5 +1,9 @@
 """Verifier-style sampling (m answers per prompt) with and without shared-prefix prefill.
 
+Shared: the few-shot block common to a batch's prompts is prefilled once per batch, each
+prompt's own suffix once, and the m samples copy that cache. Expanded: every sample prefills
+its whole prompt (share_prefix=False).
+
 Same model, same prompts, same sampling parameters, measured side by side in one run:
     .venv/bin/python benchmarks/bench_shared_prefix.py [--prompts 12] [--m 5]
 Prints answers/s for both modes and the speed-up ratio.
@@ -51,7 +55,7 @@ def main() -> None:
     naive, shared = min(timings[False]), min(timings[True])
     print(f"prompts={len(prompts)} m={args.m} answers={answers} batch_size={gen.batch_size}")
     print(f"expanded prefill (n x prompt): {naive:7.2f} s  {answers / naive:6.2f} answers/s")
-    print(f"shared prefill   (1 x prompt): {shared:7.2f} s  {answers / shared:6.2f} answers/s")
+    print(f"shared prefill   (1 x prefix): {shared:7.2f} s  {answers / shared:6.2f} answers/s")
     print(f"speed-up: {naive / shared:.2f}x")
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +19,18 @@ log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Logit rows materialised at once by token_logprobs (each row is vocabulary-sized).
 _LOGPROB_POSITIONS = 2048
+_STATS = (
+    "prefill_s",
+    "decode_s",
+    "prefill_tokens",
+    "prompt_tokens",
+    "decode_steps",
+    "row_steps",
+    "padded_row_steps",
+    "rows_dropped",
+    "generated_tokens",
+    "rows",
+)
 
 
 @dataclass
@@ -55,8 +69,11 @@ class TransformersGenerator:
         self.batch_size = batch_size
         self.max_prompt_tokens = max_prompt_tokens
         self.share_prefix = share_prefix
-        self._stops: dict[tuple[str, ...], object] = {}
-        if self.device.type == "cpu":
+        # Cumulative decode-loop counters (seconds, tokens, row-steps) for benchmarks.
+        self.stats: dict[str, float] = dict.fromkeys(_STATS, 0)
+        if self.device.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
+            # All cores, unless OMP_NUM_THREADS says otherwise: on a machine shared with other
+            # busy processes, 2 OpenMP threads can be several times slower than 1.
             torch.set_num_threads(os.cpu_count() or 1)
         path = resolve_llm(model, cache_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -90,79 +107,177 @@ class TransformersGenerator:
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
-        """Sample n completions per prompt; the n samples share one prefill of their prompt."""
+        """Sample n completions per prompt with our own batched decode loop.
+
+        Per batch: the longest token prefix common to all its prompts is prefilled once (for
+        one prompt with n > 1 samples that is all but its last token), each prompt's remaining
+        suffix once, and the n samples of a prompt copy its KV cache. Rows leave the batch as
+        soon as they hit a stop string, EOS or `max_tokens`, so a batch is not decoded to its
+        slowest row. Sampling draws from a per-row generator seeded by (seed, prompt text,
+        occurrence of that text in the call, sample index): a row's output does not depend on
+        which other prompts share its call or batch.
+        """
         out: list[list[str]] = [[] for _ in prompts]
-        sample = params.temperature > 0
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
-        gen_kwargs: dict = {
-            "max_new_tokens": params.max_tokens,
-            "do_sample": sample,
-            "pad_token_id": self.tokenizer.pad_token_id,
-        }
-        if sample:
-            gen_kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
-        if params.stop:
-            gen_kwargs["stopping_criteria"] = self._stop_criteria(tuple(params.stop))
+        if not prompts:
+            return out
         # Rows decoded together stay within batch_size: batch_size // n prompts at a time.
         per_batch = max(1, self.batch_size // params.n)
+        enc = self.tokenizer(list(prompts), truncation=True, max_length=self.max_prompt_tokens)
+        ids = [list(x) for x in enc["input_ids"]]
+        seen: dict[str, int] = {}
+        occurrence = []
+        for p in prompts:
+            occurrence.append(seen.get(p, 0))
+            seen[p] = occurrence[-1] + 1
         for idx in _batches(self._order(prompts), per_batch):
-            enc = self.tokenizer(
-                [prompts[i] for i in idx],
-                return_tensors="pt",
-                padding=True,
-                truncation=True,
-                max_length=self.max_prompt_tokens,
-            ).to(self.device)
-            ids, mask = enc["input_ids"], enc["attention_mask"]
-            share = self.share_prefix and params.n > 1
-            cache = self._shared_prefix_cache(ids, mask, params.n) if share else None
-            ids, mask = ids.repeat_interleave(params.n, 0), mask.repeat_interleave(params.n, 0)
-            if cache is not None:
-                gen_kwargs["past_key_values"] = cache
-            seqs = self.model.generate(input_ids=ids, attention_mask=mask, **gen_kwargs)
-            gen_kwargs.pop("past_key_values", None)
-            texts = self.tokenizer.batch_decode(seqs[:, ids.shape[1] :], skip_special_tokens=True)
+            rngs = None
+            if params.temperature > 0 and params.seed is not None:
+                rngs = [
+                    _row_generator(params.seed, prompts[i], occurrence[i], j)
+                    for i in idx
+                    for j in range(params.n)
+                ]
+            texts = self._generate_batch([ids[i] for i in idx], params, rngs)
             for j, t in enumerate(texts):
-                out[idx[j // params.n]].append(cut_at_stop(t, params.stop))
+                out[idx[j // params.n]].append(t)
         return out
 
-    def _stop_criteria(self, stop: tuple[str, ...]):
-        """Stop-string criteria are built once per stop set: building one scans the vocabulary."""
-        from transformers import StoppingCriteriaList, StopStringCriteria
+    def _generate_batch(
+        self, rows: list[list[int]], params: SamplingParams, rngs: list | None
+    ) -> list[str]:
+        n, st = params.n, self.stats
+        share = self.share_prefix
+        if not share:  # every sample prefills its own copy of its prompt
+            rows, n = [r for r in rows for _ in range(n)], 1
+            prefix = 0
+        else:
+            prefix = min(_common_prefix(rows), min(len(r) for r in rows) - 1)
+            if len(rows) > 1 and prefix < _MIN_SHARED_PREFIX:
+                prefix = 0
+        width = max(len(r) - prefix for r in rows)
+        n_rows = len(rows) * n
+        cache = _KVCache(self.model.config, capacity=prefix + width + params.max_tokens)
+        kv_pos = torch.full((len(rows), prefix + width), -1, dtype=torch.long)
+        t0 = time.perf_counter()
+        if prefix:
+            pre = torch.tensor([rows[0][:prefix]], device=self.device)
+            pos = torch.arange(prefix)[None]
+            cache.reserve(1)
+            self._forward(cache, pre, pos, pos, logits=False)
+            cache.expand_rows(len(rows))
+            kv_pos[:, :prefix] = torch.arange(prefix)
+        # Suffixes, right-aligned (left-padded) after the shared prefix: [prefix][pad][suffix].
+        chunk = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        for i, r in enumerate(rows):
+            s = r[prefix:]
+            chunk[i, width - len(s) :] = torch.tensor(s)
+            kv_pos[i, prefix + width - len(s) :] = torch.arange(prefix, len(r))
+        if not prefix:
+            cache.reserve(len(rows))
+        logits = self._forward(
+            cache, chunk.to(self.device), kv_pos[:, prefix:], kv_pos, logits=True
+        )
+        st["prefill_s"] += time.perf_counter() - t0
+        st["prefill_tokens"] += prefix + sum(len(r) - prefix for r in rows)
+        st["prompt_tokens"] += sum(len(r) for r in rows) * n
+        if n > 1:
+            cache.select(torch.arange(len(rows)).repeat_interleave(n))
+            kv_pos = kv_pos.repeat_interleave(n, 0)
+            logits = logits.repeat_interleave(n, 0)
+        next_pos = torch.tensor([len(r) for r in rows]).repeat_interleave(n)
 
-        if stop not in self._stops:
-            self._stops[stop] = StoppingCriteriaList(
-                [StopStringCriteria(self.tokenizer, list(stop))]
-            )
-        return self._stops[stop]
+        t0 = time.perf_counter()
+        stops = tuple(s for s in params.stop if s)
+        eos = self._eos_ids()
+        tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        texts = [""] * n_rows
+        alive = list(range(n_rows))  # original row of each batch row
+        steps = 0
+        while True:
+            nxt = _sample(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
+            keep = []
+            for b, a in enumerate(alive):
+                tok = nxt[b]
+                if tok in eos:
+                    continue
+                tokens[a].append(tok)
+                if stops:
+                    texts[a] = self.tokenizer.decode(tokens[a], skip_special_tokens=True)
+                    if any(s in texts[a] for s in stops):
+                        continue
+                if len(tokens[a]) < params.max_tokens:
+                    keep.append(b)
+            st["row_steps"] += len(alive)
+            if not keep:
+                break
+            if len(keep) < len(alive):
+                sel = torch.tensor(keep)
+                cache.select(sel)
+                kv_pos, next_pos = kv_pos[sel], next_pos[sel]
+                alive = [alive[b] for b in keep]
+                st["rows_dropped"] += len(nxt) - len(keep)
+            inp = torch.tensor([[nxt[b]] for b in keep], device=self.device)
+            kv_pos = torch.cat([kv_pos, next_pos[:, None]], 1)
+            logits = self._forward(cache, inp, next_pos[:, None], kv_pos, logits=True)
+            next_pos = next_pos + 1
+            steps += 1
+        st["decode_steps"] += steps
+        st["decode_s"] += time.perf_counter() - t0
+        st["generated_tokens"] += sum(len(t) for t in tokens)
+        st["rows"] += n_rows
+        # What a decode run to the slowest row (no dropping) would have spent on finished rows.
+        st["padded_row_steps"] += n_rows * max(len(t) for t in tokens)
+        out = []
+        for t in tokens:
+            text = self.tokenizer.decode(t, skip_special_tokens=True)
+            out.append(cut_at_stop(text, params.stop))
+        return out
 
-    def _shared_prefix_cache(self, ids: torch.Tensor, mask: torch.Tensor, n: int):
-        """Prefill each prompt once (all but its last token) and copy the KV cache n times.
+    def _eos_ids(self) -> set[int]:
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        return set(eos if isinstance(eos, list) else [eos]) - {None}
 
-        On CPU the prompt prefill dominates the cost of short answers; sharing it across the
-        n samples is what vLLM's SamplingParams(n=m) does with prefix caching.
+    def _forward(self, cache, ids, q_pos, kv_pos, logits: bool):
+        """One forward pass appending `ids` (positions `q_pos`) to the cache.
+
+        `kv_pos[b, c]` is the position of the token in cache column c of row b (-1: padding);
+        masks are built from positions, so padding in the middle of a row is just a hole.
         """
-        if ids.shape[1] < 2:
-            return None
-        from transformers import DynamicCache
-
-        try:
-            cache = DynamicCache(config=self.model.config)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            self.model(
-                input_ids=ids[:, :-1],
-                attention_mask=mask[:, :-1],
-                position_ids=pos[:, :-1],
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
+        masks = {}
+        width, n_q = kv_pos.shape[1], q_pos.shape[1]
+        q = q_pos[:, :, None]
+        kv = kv_pos[:, None, :]
+        allowed = (kv >= 0) & (kv <= q)
+        # A padding query attends to its own column only (a fully masked row gives NaN).
+        pad_q = q < 0
+        own = torch.arange(width)[None, :] == torch.arange(width - n_q, width)[:, None]
+        allowed |= pad_q & own[None]
+        neg = torch.finfo(self.model.dtype).min
+        zero = torch.zeros((), dtype=self.model.dtype)
+        masks["full_attention"] = torch.where(allowed, zero, neg)[:, None].to(self.device)
+        window = getattr(self.model.config, "sliding_window", None)
+        start = 0
+        if window:
+            sliding = allowed & ((kv > q - window) | pad_q)
+            need = sliding.any(1).any(0).nonzero()
+            start = int(need[0]) if len(need) else 0
+            masks["sliding_attention"] = torch.where(sliding[..., start:], zero, neg)[:, None].to(
+                self.device
             )
-            cache.batch_repeat_interleave(n)
-            return cache
-        except (TypeError, ValueError, AttributeError, NotImplementedError) as exc:
-            log.warning("shared-prefix sampling unavailable for this model (%s)", exc)
-            return None
+        cache.sliding_start = start
+        q_pos = q_pos.clamp(min=0).to(self.device)
+        outp = self.model(
+            input_ids=ids,
+            attention_mask=masks,
+            position_ids=q_pos,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache.advance(ids.shape[1])
+        return outp.logits[:, -1].float() if logits else None
 
     @torch.inference_mode()
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
@@ -318,3 +433,101 @@ class TransformersGenerator:
 def _batches(items: list[int], size: int):
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+# Below this many common tokens, prefilling a batch's prefix separately is not worth a pass.
+_MIN_SHARED_PREFIX = 16
+
+
+def _common_prefix(rows: list[list[int]]) -> int:
+    first = rows[0]
+    n = len(first)
+    for r in rows[1:]:
+        k, m = 0, min(n, len(r))
+        while k < m and r[k] == first[k]:
+            k += 1
+        n = k
+    return n
+
+
+def _row_generator(seed: int, prompt: str, occurrence: int, sample: int) -> torch.Generator:
+    digest = hashlib.sha256(f"{seed}|{occurrence}|{sample}|{prompt}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+
+
+def _sample(logits: torch.Tensor, params: SamplingParams, rngs: list | None) -> torch.Tensor:
+    """Next token per row: argmax, or temperature + nucleus (top_p) sampling by inverse CDF.
+
+    Each row draws one uniform number from its own generator (global RNG without a seed), so
+    its choice depends on its own logits only.
+    """
+    if params.temperature <= 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    order = None
+    if params.top_p < 1.0:
+        probs, order = probs.sort(dim=-1, descending=True)
+        # Keep the smallest set of most likely tokens whose mass reaches top_p (at least one).
+        probs = probs * ((probs.cumsum(-1) - probs) < params.top_p)
+    cdf = probs.cumsum(-1)
+    if rngs is None:
+        u = torch.rand(len(probs))
+    else:
+        u = torch.cat([torch.rand(1, generator=g) for g in rngs])
+    pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(
+        max=cdf.shape[1] - 1
+    )
+    if order is not None:
+        pick = order.gather(1, pick)
+    return pick[:, 0]
+
+
+class _KVCache:
+    """Preallocated key/value buffers written in place (no per-step concatenation).
+
+    Sliding-window layers get only the columns from `sliding_start` on: the caller computes
+    the first column any row still sees through the window and slices its mask the same way.
+    """
+
+    is_compileable = False
+
+    def __init__(self, config, capacity: int) -> None:
+        self.capacity = capacity
+        self.sliding = [t == "sliding_attention" for t in getattr(config, "layer_types", [])]
+        self.keys: dict[int, torch.Tensor] = {}
+        self.values: dict[int, torch.Tensor] = {}
+        self.length = 0
+        self.sliding_start = 0
+
+    def reserve(self, batch: int) -> None:  # buffers are allocated on first use
+        self.batch = batch
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
+        if layer_idx not in self.keys:
+            shape = (k.shape[0], k.shape[1], self.capacity, k.shape[3])
+            self.keys[layer_idx] = k.new_empty(shape)
+            self.values[layer_idx] = v.new_empty((*shape[:3], v.shape[3]))
+        end = self.length + k.shape[2]
+        self.keys[layer_idx][:, :, self.length : end] = k
+        self.values[layer_idx][:, :, self.length : end] = v
+        start = (
+            self.sliding_start if layer_idx < len(self.sliding) and self.sliding[layer_idx] else 0
+        )
+        return self.keys[layer_idx][:, :, start:end], self.values[layer_idx][:, :, start:end]
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def expand_rows(self, batch: int) -> None:
+        for d in (self.keys, self.values):
+            for i, t in d.items():
+                d[i] = t.expand(batch, *t.shape[1:]).clone()
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep (or repeat) batch rows: `rows` indexes the current batch."""
+        for d in (self.keys, self.values):
+            for i, t in d.items():
+                d[i] = t.index_select(0, rows.to(t.device))
