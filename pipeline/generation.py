@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 from pipeline.agents.prompts import (
     PROPOSER_STOP,
     FewShot,
@@ -385,6 +387,9 @@ def run_generation(
     planned = {shard_name(i) for i in range(n_shards)}
     done = ctx.store.completed_shards(ctx.run_id) & planned
     written = 0
+    # Records of this run, committed shard by shard (on a terminal; tqdm skips non-TTYs).
+    bar = tqdm(total=len(plan.items), unit=" records", desc="generation", disable=None)
+    bar.update(min(len(done) * size, len(plan.items)))
     for shard in range(n_shards):
         if shard_name(shard) in done:
             continue
@@ -403,7 +408,9 @@ def run_generation(
                 ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)
             )
         ctx.store.commit(ctx.run_id, shard_name(shard), files)
+        bar.update(len(out.curriculum))
         written += 1
         if on_shard:
             on_shard(shard, n_shards)
+    bar.close()
     return GenerationReport(n_shards, len(done), written)

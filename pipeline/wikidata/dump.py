@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import orjson
 import pyarrow as pa
+from tqdm import tqdm
 
 from pipeline.store import atomic_write_bytes, utcnow, write_parquet_atomic
 from schemas.tables import EDGES, ENTITIES, REJECTS
@@ -534,9 +535,13 @@ def ingest_dump(
     report = IngestReport(str(out), str(path), workers=workers)
     first_reject: list[tuple[int, str]] = []
     t0 = time.perf_counter()
+    # A bar on a terminal (tqdm leaves it out when stderr is not one: logs, CI).
+    bar = tqdm(unit=" lines", unit_scale=True, desc="wikidata dump", disable=None)
 
     def collect(r: ChunkResult) -> None:
+        seen = report.lines
         report.add(r)
+        bar.update(report.lines - seen)
         if r.first_reject:
             first_reject.append(r.first_reject)
         if report.lines >= min_lines_for_budget and report.rejects > error_budget * report.lines:
@@ -551,6 +556,7 @@ def ingest_dump(
                 collect(prior or process_chunk(index, first, lines, settings))
         else:
             _run_pool(chunks, out, settings, workers, collect, report)
+    bar.close()
     if report.lines and report.rejects > error_budget * report.lines:
         _over_budget(path, report, first_reject, error_budget)
     if report.items + report.properties == 0:
