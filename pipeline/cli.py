@@ -32,9 +32,6 @@ app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
 llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
-app.command("audit")(audit_command)
-app.command()(export)
-app.command("report")(report_command)
 
 
 EXIT_FAILED = 1
@@ -75,7 +72,7 @@ def nightly(
         str | None, typer.Option(help="Name of the run; reuse it to resume after a crash.")
     ] = None,
 ) -> None:
-    """Run the nightly flow (index, selector plan, generate, feedback, land); print a summary."""
+    """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     cfg = config_or_fail(profile, overrides)
     from flows.nightly import nightly as nightly_flow
     from pipeline.run_control import RunInProgressError, store_run_lock
@@ -286,6 +283,12 @@ def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
         fail(str(exc))
     typer.echo(cfg.to_yaml())
     typer.echo(f"# config hash: {cfg.config_hash()}")
+
+
+# Catalog commands, listed after the ones above in --help.
+app.command("audit")(audit_command)
+app.command()(export)
+app.command("report")(report_command)
 
 
 def _one_line(exc: BaseException) -> str:
