@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--solver-n", type=int, default=5)
     ap.add_argument("--m", type=int, default=5)
     ap.add_argument("--verifier-records", type=int, default=16)
+    ap.add_argument("--batch-size", type=int, default=None, help="llm.batch_size override")
     args = ap.parse_args()
 
     cfg = load_config(
@@ -63,6 +64,7 @@ def main() -> None:
             f"rewards.n_solver={args.solver_n}",
             f"verifier.m={args.m}",
             "llm.cache=false",
+            *([f"llm.batch_size={args.batch_size}"] if args.batch_size else []),
         ],
     )
     embedder = Embedder.from_config(cfg)
@@ -107,7 +109,8 @@ def main() -> None:
     best_cpu = {m: min(t) for m, t in cpu.items()}
     print(
         f"records={args.n} solver_n={args.solver_n} m={args.m} model={gen.model_id} "
-        f"rounds={args.rounds} torch_threads={torch.get_num_threads()}"
+        f"rounds={args.rounds} batch_size={cfg.llm.batch_size} "
+        f"torch_threads={torch.get_num_threads()}"
     )
     same = sum(
         all(a[k] == b[k] for k in _COMPARED)

@@ -7,6 +7,7 @@ unshared forward pass.
 import pytest
 import torch
 
+from pipeline.llm import transformers_backend as backend_module
 from pipeline.llm.base import SamplingParams, cut_at_stop
 from pipeline.llm.transformers_backend import (
     _common_prefix,
@@ -67,13 +68,18 @@ def test_greedy_matches_transformers_generate_with_shared_prefix_and_row_droppin
     assert "paris" in ours[0][0].lower()
 
 
-def test_unshared_and_shared_paths_agree(llm):
+def test_unshared_and_shared_paths_agree(llm, monkeypatch):
     gen = _backend(llm)
     p = SamplingParams(n=2, temperature=0.0, max_tokens=10, stop=("\n",))
-    shared = gen.generate(PROMPTS, p)
+    prompts = [*PROMPTS, FEW_SHOT + "Question: Name the longest river in Africa, please.\nAnswer:"]
+    shared = gen.generate(prompts, p)
+    # Ragged suffixes prefilled as one padded chunk, or row by row: same answers.
+    for waste in (0.0, 1.0):
+        monkeypatch.setattr(backend_module, "_PAD_WASTE", waste)
+        assert gen.generate(prompts, p) == shared
     gen.share_prefix = False
     try:
-        unshared = gen.generate(PROMPTS, p)
+        unshared = gen.generate(prompts, p)
     finally:
         gen.share_prefix = True
     assert shared == unshared
@@ -92,6 +98,7 @@ def test_prefix_pad_suffix_layout_logits_match_unshared_forward(llm):
     prefix = _common_prefix(rows)
     width = max(len(r) - prefix for r in rows)
     cache = _KVCache(gen.model.config, capacity=prefix + width + 1)
+    cache.reserve(1)
     pos = torch.arange(prefix)[None]
     gen._forward(cache, torch.tensor([rows[0][:prefix]]), pos, pos, logits=False)
     cache.expand_rows(len(rows))
@@ -136,3 +143,21 @@ def test_sample_top_p_and_greedy():
     rngs = [_row_generator(0, "x", 0, 0)]
     draws = {int(_sample(logits[:1], SamplingParams(temperature=1.0), rngs)) for _ in range(50)}
     assert draws <= {0, 1, 2, 3} and {1, 2} <= draws
+
+
+def test_nucleus_from_top_candidates_equals_full_sort(monkeypatch):
+    torch.manual_seed(0)
+    logits = torch.randn(6, 5000) * 4
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    picks = {}
+    for k in (64, 100_000):  # 64 candidates: rows whose nucleus is larger use the full sort
+        monkeypatch.setattr(backend_module, "_NUCLEUS_CANDIDATES", k)
+        rngs = [_row_generator(3, "p", 0, j) for j in range(6)]
+        picks[k] = [_sample(logits, params, rngs).tolist() for _ in range(30)]
+    assert picks[64] == picks[100_000]
+    sharp = logits * 10  # nucleus inside the top 64: the cheap path
+    for k in (64, 100_000):
+        monkeypatch.setattr(backend_module, "_NUCLEUS_CANDIDATES", k)
+        rngs = [_row_generator(3, "p", 0, j) for j in range(6)]
+        picks[k] = [_sample(sharp, params, rngs).tolist() for _ in range(30)]
+    assert picks[64] == picks[100_000]

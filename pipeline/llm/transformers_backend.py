@@ -23,6 +23,7 @@ _STATS = (
     "prefill_s",
     "decode_s",
     "prefill_tokens",
+    "prefill_padded_tokens",
     "prompt_tokens",
     "decode_steps",
     "row_steps",
@@ -118,8 +119,8 @@ class TransformersGenerator:
         which other prompts share its call or batch.
         """
         out: list[list[str]] = [[] for _ in prompts]
-        if not prompts:
-            return out
+        if params.max_tokens <= 0:
+            return [[""] * params.n for _ in prompts]
         # Rows decoded together stay within batch_size: batch_size // n prompts at a time.
         per_batch = max(1, self.batch_size // params.n)
         enc = self.tokenizer(list(prompts), truncation=True, max_length=self.max_prompt_tokens)
@@ -156,7 +157,9 @@ class TransformersGenerator:
                 prefix = 0
         width = max(len(r) - prefix for r in rows)
         n_rows = len(rows) * n
-        cache = _KVCache(self.model.config, capacity=prefix + width + params.max_tokens)
+        cache = _KVCache(
+            self.model.config, prefix + width + params.max_tokens, self.model.dtype, self.device
+        )
         kv_pos = torch.full((len(rows), prefix + width), -1, dtype=torch.long)
         t0 = time.perf_counter()
         if prefix:
@@ -167,16 +170,32 @@ class TransformersGenerator:
             cache.expand_rows(len(rows))
             kv_pos[:, :prefix] = torch.arange(prefix)
         # Suffixes, right-aligned (left-padded) after the shared prefix: [prefix][pad][suffix].
-        chunk = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        suffix = [r[prefix:] for r in rows]
         for i, r in enumerate(rows):
-            s = r[prefix:]
-            chunk[i, width - len(s) :] = torch.tensor(s)
-            kv_pos[i, prefix + width - len(s) :] = torch.arange(prefix, len(r))
+            kv_pos[i, prefix + width - len(suffix[i]) :] = torch.arange(prefix, len(r))
         if not prefix:
             cache.reserve(len(rows))
-        logits = self._forward(
-            cache, chunk.to(self.device), kv_pos[:, prefix:], kv_pos, logits=True
-        )
+        real = sum(len(x) for x in suffix)
+        if len(rows) > 1 and real < (1 - _PAD_WASTE) * width * len(rows):
+            # Ragged suffixes: prefill each one alone into its row (no compute on padding).
+            rows_logits = []
+            for i, x in enumerate(suffix):
+                view = _RowView(cache, i, prefix + width - len(x))
+                q = kv_pos[i : i + 1, prefix + width - len(x) :]
+                ids = torch.tensor([x], device=self.device)
+                rows_logits.append(self._forward(view, ids, q, kv_pos[i : i + 1], logits=True))
+            cache.length = prefix + width
+            logits = torch.cat(rows_logits)
+            st["prefill_padded_tokens"] += real
+        else:
+            chunk = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            for i, x in enumerate(suffix):
+                chunk[i, width - len(x) :] = torch.tensor(x)
+            logits = self._forward(
+                cache, chunk.to(self.device), kv_pos[:, prefix:], kv_pos, logits=True
+            )
+            st["prefill_padded_tokens"] += width * len(rows)
+        st["prefill_padded_tokens"] += prefix
         st["prefill_s"] += time.perf_counter() - t0
         st["prefill_tokens"] += prefix + sum(len(r) - prefix for r in rows)
         st["prompt_tokens"] += sum(len(r) for r in rows) * n
@@ -437,6 +456,10 @@ def _batches(items: list[int], size: int):
 
 # Below this many common tokens, prefilling a batch's prefix separately is not worth a pass.
 _MIN_SHARED_PREFIX = 16
+# Prefill ragged suffixes row by row when padding would be more than this share of the chunk.
+_PAD_WASTE = 0.2
+# Candidates sorted for nucleus (top_p) sampling before falling back to a full sort.
+_NUCLEUS_CANDIDATES = 1024
 
 
 def _common_prefix(rows: list[list[int]]) -> int:
@@ -466,7 +489,13 @@ def _sample(logits: torch.Tensor, params: SamplingParams, rngs: list | None) -> 
     probs = torch.softmax(logits / params.temperature, dim=-1)
     order = None
     if params.top_p < 1.0:
-        probs, order = probs.sort(dim=-1, descending=True)
+        # The nucleus almost always lies within the most likely few hundred tokens: sorting
+        # only those (top-k) picks the same token as sorting the whole vocabulary.
+        k = min(_NUCLEUS_CANDIDATES, probs.shape[-1])
+        top, order = probs.topk(k, dim=-1)
+        if k < probs.shape[-1] and bool((top.sum(-1) < params.top_p).any()):
+            top, order = probs.sort(dim=-1, descending=True)
+        probs = top
         # Keep the smallest set of most likely tokens whose mass reaches top_p (at least one).
         probs = probs * ((probs.cumsum(-1) - probs) < params.top_p)
     cdf = probs.cumsum(-1)
@@ -491,22 +520,28 @@ class _KVCache:
 
     is_compileable = False
 
-    def __init__(self, config, capacity: int) -> None:
+    def __init__(self, config, capacity: int, dtype=torch.float32, device="cpu") -> None:
         self.capacity = capacity
+        self.layers = config.num_hidden_layers
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or (
+            config.hidden_size // config.num_attention_heads
+        )
+        self.dtype, self.device = dtype, device
         self.sliding = [t == "sliding_attention" for t in getattr(config, "layer_types", [])]
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
         self.length = 0
         self.sliding_start = 0
 
-    def reserve(self, batch: int) -> None:  # buffers are allocated on first use
-        self.batch = batch
+    def reserve(self, batch: int) -> None:
+        """Allocate zeroed buffers (columns never written stay finite behind the mask)."""
+        shape = (batch, self.kv_heads, self.capacity, self.head_dim)
+        for i in range(self.layers):
+            self.keys[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
+            self.values[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
     def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
-        if layer_idx not in self.keys:
-            shape = (k.shape[0], k.shape[1], self.capacity, k.shape[3])
-            self.keys[layer_idx] = k.new_empty(shape)
-            self.values[layer_idx] = v.new_empty((*shape[:3], v.shape[3]))
         end = self.length + k.shape[2]
         self.keys[layer_idx][:, :, self.length : end] = k
         self.values[layer_idx][:, :, self.length : end] = v
@@ -531,3 +566,31 @@ class _KVCache:
         for d in (self.keys, self.values):
             for i, t in d.items():
                 d[i] = t.index_select(0, rows.to(t.device))
+
+
+class _RowView:
+    """One row of a _KVCache as a batch-1 cache: writes land in the parent's buffers."""
+
+    is_compileable = False
+
+    def __init__(self, parent: _KVCache, row: int, length: int) -> None:
+        self.parent, self.row, self.length = parent, row, length
+        self.sliding_start = 0
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
+        p, r = self.parent, self.row
+        end = self.length + k.shape[2]
+        p.keys[layer_idx][r : r + 1, :, self.length : end] = k
+        p.values[layer_idx][r : r + 1, :, self.length : end] = v
+        sliding = layer_idx < len(p.sliding) and p.sliding[layer_idx]
+        start = self.sliding_start if sliding else 0
+        return (
+            p.keys[layer_idx][r : r + 1, :, start:end],
+            p.values[layer_idx][r : r + 1, :, start:end],
+        )
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.length
