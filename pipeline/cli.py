@@ -74,21 +74,24 @@ def nightly(
 ) -> None:
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     cfg = config_or_fail(profile, overrides)
-    from flows.nightly import nightly as nightly_flow
     from pipeline.run_control import RunInProgressError, store_run_lock
     from pipeline.runs import default_run_id
 
+    run_id = run_id or default_run_id(cfg)
     try:
-        # Fail in a second, not after Prefect's server start; the flow holds the lock for real.
-        with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id or default_run_id(cfg)):
+        # Fail in a second, before importing Prefect and starting its server; the flow then
+        # holds the lock for the whole run.
+        with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id):
             pass
+        from flows.nightly import nightly as nightly_flow
+
         s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "
-            f"with: curriculum nightly --profile {profile} --run-id <the run id logged above>",
+            f"with: curriculum nightly --profile {profile} --run-id {run_id}",
             fg="yellow",
             err=True,
         )
