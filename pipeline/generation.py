@@ -129,8 +129,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     pro = [grp[0] for grp in groups]
     proposals = []
     for roll, pid, text in zip(pro, pids, texts, strict=True):
-        seen = list(dict.fromkeys(x for rows_ in roll.retrieved_rows for x in rows_))
-        snippets = [(p, t) for p, _, t in ctx.retriever.passages.get(seen)] if seen else []
+        snippets = roll.retrieved_passages()  # full texts of the hits, not the cut tool docs
         proposals.append(parse_proposal(roll.transcript, pid, text, g.evidence_mode, snippets))
     checks = [_check(p, ctx.shots) for p in proposals]
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pipeline.index import Retriever, format_docs
+from pipeline.index import Hit, Retriever, format_docs
 from pipeline.llm.base import Generator, SamplingParams
 
 SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
@@ -33,8 +33,7 @@ class Rollout:
     transcript: str = ""  # assistant segments with <information> blocks, after the prompt
     segments: list[str] = field(default_factory=list)  # raw assistant turns
     searches: list[str] = field(default_factory=list)  # valid (non-empty) queries, in order
-    retrieved_ids: list[list[str]] = field(default_factory=list)  # per answered search
-    retrieved_rows: list[list[int]] = field(default_factory=list)  # passage-table rows, ditto
+    hits: list[list[Hit]] = field(default_factory=list)  # top-k passages per answered search
     query_vectors: list[list[float]] = field(default_factory=list)  # per answered search
     invalid_tool_calls: int = 0
     refused_searches: int = 0  # searches beyond the rollout's budget, not executed
@@ -49,8 +48,21 @@ class Rollout:
         return len(self.segments)
 
     @property
+    def retrieved_ids(self) -> list[list[str]]:
+        return [[h.id for h in step] for step in self.hits]
+
+    @property
+    def retrieved_rows(self) -> list[list[int]]:
+        """Passage-table rows of the hits, per answered search."""
+        return [[h.row for h in step] for step in self.hits]
+
+    def retrieved_passages(self) -> list[tuple[str, str]]:
+        """(id, full text) of every passage a search returned, first occurrence first."""
+        return list({h.id: h.text for step in self.hits for h in step}.items())
+
+    @property
     def tool_responses(self) -> int:
-        return len(self.retrieved_ids)
+        return len(self.hits)
 
     @property
     def valid_tool_calls(self) -> int:
@@ -94,6 +106,10 @@ def _force(r: Rollout, opener: str) -> None:
     r.forced_final = True
 
 
+def _running_or_out_of_turns(turn: int, cfg: RolloutConfig) -> str:
+    return "running" if turn + 1 < cfg.max_turns else "max_turns"
+
+
 def advance(
     r: Rollout, segment: str, cfg: RolloutConfig, turn: int, budget: int | None = None
 ) -> str | None:
@@ -121,13 +137,13 @@ def advance(
         r.refused_searches += 1
         r.transcript += segment[: segment.rfind(SEARCH_OPEN)]
         _force(r, cfg.force_final)
-        r.stop_reason = "running" if turn + 1 < cfg.max_turns else "max_turns"
+        r.stop_reason = _running_or_out_of_turns(turn, cfg)
         return None
     r.transcript += segment + SEARCH_CLOSE
     if not query:
         r.invalid_tool_calls += 1
         r.transcript += "\n\n<information>Empty search query.</information>\n\n"
-        r.stop_reason = "running" if turn + 1 < cfg.max_turns else "max_turns"
+        r.stop_reason = _running_or_out_of_turns(turn, cfg)
         return None
     if turn + 1 >= cfg.max_turns:
         r.stop_reason = "unanswered_search"  # the turn budget ends before the response
@@ -178,8 +194,7 @@ def run_rollouts(
             for (r, q), h, vec in zip(queries, hits, vecs, strict=True):
                 docs = format_docs(h, gen.count_tokens, cfg.max_doc_tokens)
                 r.searches.append(q)
-                r.retrieved_ids.append([x.id for x in h])
-                r.retrieved_rows.append([x.row for x in h])
+                r.hits.append(list(h))
                 r.query_vectors.append([float(x) for x in vec])
                 r.transcript += f"\n\n<information>{docs}</information>\n\n"
                 r.stop_reason = "running"
