@@ -23,14 +23,9 @@ def land(
     """Refresh the catalog; report on `run_id` (default: the newest run in the store)."""
     cfg = load_config(profile, overrides or [])
     store = Store.from_config(cfg)
-    runs = sorted(
-        (r for r in (store.read_run(i) for i in store.run_ids()) if r),
-        key=lambda r: r["started_at"],
-    )
+    run_id = run_id or store.latest_run_id()
     if run_id is None:
-        if not runs:
-            raise ValueError(f"no runs under {store.root}; run the nightly flow first")
-        run_id = runs[-1]["run_id"]
+        raise ValueError(f"no runs under {store.root}; run the nightly flow first")
     summary = land_task(cfg, find_index(cfg), run_id)
     report = report_task(cfg, run_id)
     get_run_logger().info("catalog %s, report %s", summary.catalog, report.markdown_path)

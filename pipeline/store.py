@@ -287,6 +287,11 @@ class Store:
         path = self.run_dir(run_id) / "run.parquet"
         return read_shard(path, "runs").to_pylist()[0] if path.exists() else None
 
+    def latest_run_id(self) -> str | None:
+        """The run started last (ties: the larger id), as the catalog's `runs` view orders."""
+        runs = [r for r in map(self.read_run, self.run_ids()) if r]
+        return max(runs, key=lambda r: (r["started_at"], r["run_id"]))["run_id"] if runs else None
+
     # ---- catalog --------------------------------------------------------------------------
     @contextlib.contextmanager
     def _catalog_lock(self) -> Iterator[None]:

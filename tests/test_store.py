@@ -107,3 +107,23 @@ def test_artifact_under_key_value_directory_keeps_its_typed_columns(tmp_path):
     assert con.execute("SELECT typeof(iteration) FROM selector_state LIMIT 1").fetchone() == (
         "INTEGER",
     )
+
+
+def test_latest_run_is_the_one_started_last(tmp_path):
+    store = Store(tmp_path / "out")
+    assert store.latest_run_id() is None
+
+    def run(run_id, hour):
+        start = dt.datetime(2026, 11, 21, hour, tzinfo=dt.UTC)
+        store.write_run(
+            {"run_id": run_id, "run_date": DAY, "profile": "p", "config_hash": "h",
+             "config_yaml": "", "started_at": start, "finished_at": None, "status": "running",
+             "shards_planned": 1, "shards_completed": 0, "schema_version": "2.0.0"}
+        )  # fmt: skip
+
+    run("b-later", 5)
+    run("a-earlier", 1)
+    (store.root / "runs" / "no-record").mkdir()  # a run directory without run.parquet
+    assert store.latest_run_id() == "b-later"  # by start time, not by name
+    run("c-same-time", 5)
+    assert store.latest_run_id() == "c-same-time"
