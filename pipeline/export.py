@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
 from pipeline.rewards import normalize
-from pipeline.store import StoreError, sha256_file
+from pipeline.store import StoreError, fsync_path, sha256_file
 from schemas.tables import KG_PATH, SCHEMA_VERSION
 
 # Version of the export layout and columns below (not of the curriculum table contract).
@@ -434,14 +434,15 @@ def select_records(
             str(exc), "run `curriculum nightly` (same --profile/--set) first"
         ) from exc
     with con:
-        known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
-        known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
-        unknown = sorted(set(run_ids) - known)
-        if unknown:
-            raise ExportError(
-                f"unknown run id(s) {', '.join(unknown)} in {catalog}",
-                f"known runs: {', '.join(sorted(known)) or 'none'}",
-            )
+        if run_ids:  # only then is the list of known runs needed
+            known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
+            known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+            unknown = sorted(set(run_ids) - known)
+            if unknown:
+                raise ExportError(
+                    f"unknown run id(s) {', '.join(unknown)} in {catalog}",
+                    f"known runs: {', '.join(sorted(known)) or 'none'}",
+                )
         try:
             rel = filter_relation(con, where, "curriculum")
             if run_ids:
@@ -486,16 +487,8 @@ class ExportResult:
 def _fsync_tree(root: Path) -> None:
     for dirpath, _, files in os.walk(root):
         for name in files:
-            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -563,11 +556,7 @@ def _install(tmp: Path, out: Path, overwrite: bool) -> None:
         if old is not None:
             os.rename(old, out)
         raise
-    fd = os.open(out.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(out.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

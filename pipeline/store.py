@@ -68,7 +68,8 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a directory's entries: renames in it become durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -84,7 +85,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def conform(table: str, data: pa.Table | list[dict[str, Any]]) -> pa.Table:
@@ -144,7 +145,7 @@ def write_parquet_atomic(
     digest = sha256_file(tmp)
     size = tmp.stat().st_size
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
     return digest, size
 
 
@@ -332,10 +333,9 @@ class Store:
                         self._create_view(con, table, paths, hive=False)
                     con.execute(views_sql())
                     con.execute("CHECKPOINT")
-                with tmp.open("rb") as fh:
-                    os.fsync(fh.fileno())
+                fsync_path(tmp)
                 os.replace(tmp, self.catalog_path)
-                _fsync_dir(self.catalog_path.parent)
+                fsync_path(self.catalog_path.parent)
             finally:
                 tmp.unlink(missing_ok=True)
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
@@ -384,6 +384,7 @@ __all__ = [
     "check_schema",
     "conform",
     "connect_readonly",
+    "fsync_path",
     "read_shard",
     "write_parquet_atomic",
 ]
