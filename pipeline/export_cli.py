@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import config_or_fail, fail
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
 
 
 class ExportFormat(StrEnum):
@@ -67,13 +67,8 @@ def export(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing export at OUT.")
     ] = False,
-    profile: Annotated[
-        str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
-    ] = "configs/embedded.yaml",
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", "-s", help="Override one key, e.g. --set store.catalog=x.duckdb."),
-    ] = None,
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
 ) -> None:
     """Export curriculum records as train/validation datasets (verl Parquet, HF, JSONL).
 
