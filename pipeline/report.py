@@ -316,6 +316,19 @@ def _no_data(ax, what: str = "no data") -> None:
     ax.set_yticks([])
 
 
+def _label(ax, x: float, y: float, text: str) -> None:
+    """A small label centred just above the bar top at (x, y)."""
+    ax.annotate(
+        text,
+        (x, y),
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        xytext=(0, 2),
+        textcoords="offset points",
+    )
+
+
 def _bars(
     title: str,
     labels: Sequence[str],
@@ -340,15 +353,7 @@ def _bars(
     if annotate:
         tops = [max(vals[j] for vals in series.values()) for j in xs]
         for x, top, text in zip(xs, tops, annotate, strict=True):
-            ax.annotate(
-                text,
-                (x, top),
-                ha="center",
-                va="bottom",
-                fontsize=8,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
+            _label(ax, x, top, text)
     rotate = len(labels) > 8 and max(map(len, labels)) > 3
     ax.set_xticks(xs, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
     ax.set_ylabel(ylabel)
@@ -475,15 +480,7 @@ def _plot_wcr(d: _Data) -> bytes:
     ax.bar(xs, wrong, 0.6, bottom=correct, label="incorrect", color="C7")
     for x, (_, n, _, acc) in zip(xs, bins, strict=True):
         if n:
-            ax.annotate(
-                f"{acc:.0%} of {n}",
-                (x, n),
-                ha="center",
-                va="bottom",
-                fontsize=8,
-                xytext=(0, 2),
-                textcoords="offset points",
-            )
+            _label(ax, x, n, f"{acc:.0%} of {n}")
     ax.set_xticks(xs, [b for b, _, _, _ in bins])
     ax.set_xlabel("waypoint coverage g of the rollout's <think> text")
     ax.set_ylabel("solver rollouts")
@@ -718,19 +715,11 @@ def write_run_report(
     )
 
 
-def latest_run_id(catalog_path: str | Path) -> str | None:
-    """The newest run in the catalog's `runs` view (by start time), or None."""
-    with connect_readonly(catalog_path) as con:
-        row = con.execute(
-            "SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1"
-        ).fetchone()
-    return row[0] if row else None
-
-
 def known_run_ids(catalog_path: str | Path) -> list[str]:
+    """Runs in the catalog's `runs` view, oldest first (start time, then id)."""
     with connect_readonly(catalog_path) as con:
         rows = con.execute("SELECT run_id FROM runs ORDER BY started_at, run_id").fetchall()
     return [r[0] for r in rows]
 
 
-__all__ = ["RunReport", "known_run_ids", "latest_run_id", "write_run_report"]
+__all__ = ["RunReport", "known_run_ids", "write_run_report"]

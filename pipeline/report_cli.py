@@ -23,14 +23,14 @@ def report(
     """Write runs/<run id>/report/ (report.md + PNG plots) for a landed run; print its path."""
     import duckdb
 
-    from pipeline.report import known_run_ids, latest_run_id, write_run_report
+    from pipeline.report import known_run_ids, write_run_report
     from pipeline.store import Store, StoreError
 
     cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
     try:
-        known = known_run_ids(catalog)
-        run_id = run_id or latest_run_id(catalog)
+        known = known_run_ids(catalog)  # oldest first: the newest is the default
+        run_id = run_id or (known[-1] if known else None)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) with the same profile first")
     except duckdb.IOException as exc:
