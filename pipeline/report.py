@@ -130,17 +130,11 @@ def _parse_config(config_yaml: str | None):
         return None
 
 
+# Per-task / per-hop rows of the report: the catalog's summary views (schemas/views.sql).
 _GROUP_SQL = """
-SELECT {key} AS key,
-       count(*) AS generated,
-       count(*) FILTER (WHERE is_valid) AS valid,
-       count(*) FILTER (WHERE is_valid AND is_verbatim) AS verbatim,
-       count(*) FILTER (WHERE is_valid AND is_verbatim AND verifier_v > 0) AS v_positive,
-       avg(verifier_v) AS mean_v,
-       avg(proposer_reward) AS mean_reward,
-       avg(solver_k::DOUBLE / nullif(solver_n, 0)) AS solver_accuracy
-FROM curriculum WHERE run_id = ?
-GROUP BY ALL ORDER BY key
+SELECT {key} AS key, records AS generated, valid, verbatim, v_positive, mean_v,
+       mean_proposer_reward AS mean_reward, solver_accuracy
+FROM {view} WHERE run_id = ? ORDER BY key
 """
 
 
@@ -205,12 +199,12 @@ def _collect(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: int) -> _D
         elif len(ks) == 1:
             k = int(ks[0][0])
     by_cluster = con.execute(
-        "SELECT cluster_id, count(*), count(*) FILTER (WHERE is_valid) FROM curriculum "
-        "WHERE run_id = ? GROUP BY ALL ORDER BY cluster_id NULLS LAST",
+        "SELECT cluster_id, records, valid FROM cluster_summary WHERE run_id = ? "
+        "ORDER BY cluster_id NULLS LAST",
         p,
     ).fetchall()
-    by_task = _dicts(con, _GROUP_SQL.format(key="task_type"), p)
-    by_hop = _dicts(con, _GROUP_SQL.format(key="hop_count"), p)
+    by_task = _dicts(con, _GROUP_SQL.format(key="task_type", view="task_summary"), p)
+    by_hop = _dicts(con, _GROUP_SQL.format(key="hop_count", view="hop_summary"), p)
 
     solver = _dicts(
         con,
