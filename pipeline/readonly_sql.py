@@ -33,25 +33,26 @@ class UnsafeSQLError(ValueError):
 
 def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
     """Split `sql` into statements and refuse the batch if any one of them could write."""
-    con = duckdb.connect()
+    parser = duckdb.connect()  # in-memory, only its parser is used
     try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise UnsafeSQLError(f"{where}: does not parse: {exc}") from exc
+        try:
+            statements = parser.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise UnsafeSQLError(f"{where}: does not parse: {exc}") from exc
+        if not statements:
+            raise UnsafeSQLError(f"{where}: no SQL statement found")
+        out = []
+        for i, st in enumerate(statements, 1):
+            problem = _write_risk(st, parser)
+            if problem:
+                raise UnsafeSQLError(
+                    f"{where}: statement {i} is {problem} ({st.query.strip()[:60]!r}); "
+                    "only SELECT / EXPLAIN queries run against the catalog"
+                )
+            out.append(st.query)
+        return out
     finally:
-        con.close()
-    if not statements:
-        raise UnsafeSQLError(f"{where}: no SQL statement found")
-    out = []
-    for i, st in enumerate(statements, 1):
-        problem = _write_risk(st)
-        if problem:
-            raise UnsafeSQLError(
-                f"{where}: statement {i} is {problem} ({st.query.strip()[:60]!r}); "
-                "only SELECT / EXPLAIN queries run against the catalog"
-            )
-        out.append(st.query)
-    return out
+        parser.close()
 
 
 def _statement_type(st) -> duckdb.StatementType | None:
@@ -61,7 +62,7 @@ def _statement_type(st) -> duckdb.StatementType | None:
         return None
 
 
-def _write_risk(st) -> str | None:
+def _write_risk(st, parser: duckdb.DuckDBPyConnection) -> str | None:
     """None for a query that only reads, else what kind of statement it is."""
     kind = _statement_type(st)
     if kind is None:
@@ -70,13 +71,10 @@ def _write_risk(st) -> str | None:
         return kind.name
     if kind is duckdb.StatementType.EXPLAIN:
         m = _EXPLAIN_PREFIX.match(st.query)
-        con = duckdb.connect()
         try:
-            inner = con.extract_statements(st.query[m.end() :]) if m else []
+            inner = parser.extract_statements(st.query[m.end() :]) if m else []
         except duckdb.Error:
             inner = []
-        finally:
-            con.close()
         if len(inner) != 1 or _statement_type(inner[0]) is not duckdb.StatementType.SELECT:
             return "EXPLAIN of a statement that is not a SELECT"
     return None
