@@ -101,7 +101,7 @@ def test_prefix_pad_suffix_layout_logits_match_unshared_forward(llm):
     cache.reserve(1)
     pos = torch.arange(prefix)[None]
     gen._forward(cache, torch.tensor([rows[0][:prefix]]), pos, pos, logits=False)
-    cache.expand_rows(len(rows))
+    cache.select(torch.zeros(len(rows), dtype=torch.long))
     kv_pos = torch.full((len(rows), prefix + width), -1, dtype=torch.long)
     kv_pos[:, :prefix] = torch.arange(prefix)
     chunk = torch.full((len(rows), width), gen.tokenizer.pad_token_id, dtype=torch.long)

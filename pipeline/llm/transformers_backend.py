@@ -23,12 +23,10 @@ _STATS = (
     "prefill_s",
     "decode_s",
     "prefill_tokens",
-    "prefill_padded_tokens",
     "prompt_tokens",
     "decode_steps",
     "row_steps",
     "padded_row_steps",
-    "rows_dropped",
     "generated_tokens",
     "rows",
 )
@@ -167,7 +165,7 @@ class TransformersGenerator:
             pos = torch.arange(prefix)[None]
             cache.reserve(1)
             self._forward(cache, pre, pos, pos, logits=False)
-            cache.expand_rows(len(rows))
+            cache.select(torch.zeros(len(rows), dtype=torch.long))  # one prefix row, copied
             kv_pos[:, :prefix] = torch.arange(prefix)
         # Suffixes, right-aligned (left-padded) after the shared prefix: [prefix][pad][suffix].
         suffix = [r[prefix:] for r in rows]
@@ -186,7 +184,6 @@ class TransformersGenerator:
                 rows_logits.append(self._forward(view, ids, q, kv_pos[i : i + 1], logits=True))
             cache.length = prefix + width
             logits = torch.cat(rows_logits)
-            st["prefill_padded_tokens"] += real
         else:
             chunk = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
             for i, x in enumerate(suffix):
@@ -194,10 +191,8 @@ class TransformersGenerator:
             logits = self._forward(
                 cache, chunk.to(self.device), kv_pos[:, prefix:], kv_pos, logits=True
             )
-            st["prefill_padded_tokens"] += width * len(rows)
-        st["prefill_padded_tokens"] += prefix
         st["prefill_s"] += time.perf_counter() - t0
-        st["prefill_tokens"] += prefix + sum(len(r) - prefix for r in rows)
+        st["prefill_tokens"] += prefix + real
         st["prompt_tokens"] += sum(len(r) for r in rows) * n
         if n > 1:
             cache.select(torch.arange(len(rows)).repeat_interleave(n))
@@ -211,7 +206,6 @@ class TransformersGenerator:
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
         texts = [""] * n_rows
         alive = list(range(n_rows))  # original row of each batch row
-        steps = 0
         while True:
             nxt = _sample(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
             keep = []
@@ -234,23 +228,19 @@ class TransformersGenerator:
                 cache.select(sel)
                 kv_pos, next_pos = kv_pos[sel], next_pos[sel]
                 alive = [alive[b] for b in keep]
-                st["rows_dropped"] += len(nxt) - len(keep)
             inp = torch.tensor([[nxt[b]] for b in keep], device=self.device)
             kv_pos = torch.cat([kv_pos, next_pos[:, None]], 1)
             logits = self._forward(cache, inp, next_pos[:, None], kv_pos, logits=True)
             next_pos = next_pos + 1
-            steps += 1
-        st["decode_steps"] += steps
+            st["decode_steps"] += 1
         st["decode_s"] += time.perf_counter() - t0
         st["generated_tokens"] += sum(len(t) for t in tokens)
         st["rows"] += n_rows
         # What a decode run to the slowest row (no dropping) would have spent on finished rows.
         st["padded_row_steps"] += n_rows * max(len(t) for t in tokens)
-        out = []
-        for t in tokens:
-            text = self.tokenizer.decode(t, skip_special_tokens=True)
-            out.append(cut_at_stop(text, params.stop))
-        return out
+        if not stops:  # with stop strings, texts[] already holds every row's decoded tokens
+            texts = [self.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
+        return [cut_at_stop(text, params.stop) for text in texts]
 
     def _eos_ids(self) -> set[int]:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
@@ -555,11 +545,6 @@ class _KVCache:
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.length
-
-    def expand_rows(self, batch: int) -> None:
-        for d in (self.keys, self.values):
-            for i, t in d.items():
-                d[i] = t.expand(batch, *t.shape[1:]).clone()
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep (or repeat) batch rows: `rows` indexes the current batch."""
