@@ -25,6 +25,10 @@ SELECT run_id, coalesce(invalid_reason, 'valid') AS reason, count(*) AS n
 FROM curriculum
 GROUP BY ALL;
 
+-- The characters [start, end) of a passage text, with Python's 0-based exclusive offsets.
+CREATE OR REPLACE MACRO evidence_slice(text, char_start, char_end) AS
+    substr(text, char_start + 1, char_end - char_start);
+
 -- Evidence re-check: the span must equal the recorded slice of its recorded source passage.
 CREATE OR REPLACE VIEW evidence_check AS
 SELECT
@@ -35,12 +39,9 @@ SELECT
     c.evidence_char_end,
     c.evidence,
     p.id IS NOT NULL AS passage_found,
-    substr(p.text, c.evidence_char_start + 1, c.evidence_char_end - c.evidence_char_start)
-        AS recorded_slice,
+    evidence_slice(p.text, c.evidence_char_start, c.evidence_char_end) AS recorded_slice,
     coalesce(
-        substr(p.text, c.evidence_char_start + 1, c.evidence_char_end - c.evidence_char_start)
-            = c.evidence,
-        false
+        evidence_slice(p.text, c.evidence_char_start, c.evidence_char_end) = c.evidence, false
     ) AS evidence_matches
 FROM curriculum c
 LEFT JOIN passages p ON p.id = c.evidence_passage_id
@@ -139,10 +140,6 @@ CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
 -- Norm(answer) is a non-empty word sequence inside Norm(question) (pipeline.rewards.contains).
 CREATE OR REPLACE MACRO answer_leaks(question, answer) AS
     norm(answer) <> '' AND contains(' ' || norm(question) || ' ', ' ' || norm(answer) || ' ');
-
--- The characters [start, end) of a passage text, with Python's 0-based exclusive offsets.
-CREATE OR REPLACE MACRO evidence_slice(text, char_start, char_end) AS
-    substr(text, char_start + 1, char_end - char_start);
 
 -- Everything recorded about one record: SELECT * FROM record('<record_id>').
 CREATE OR REPLACE MACRO record(id) AS TABLE
