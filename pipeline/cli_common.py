@@ -9,8 +9,6 @@ import typer
 
 from pipeline.config import ConfigError, load_config
 
-DEFAULT_PROFILE = "configs/embedded.yaml"
-
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
 ]
@@ -37,4 +35,4 @@ def config_or_fail(profile: str, overrides: list[str] | None):
         fail(str(exc), "check the profile path and --set keys (curriculum config show)")
 
 
-__all__ = ["DEFAULT_PROFILE", "EXIT_USAGE", "ProfileOpt", "SetOpt", "config_or_fail", "fail"]
+__all__ = ["EXIT_USAGE", "ProfileOpt", "SetOpt", "config_or_fail", "fail"]
