@@ -17,7 +17,12 @@ from typing import Any
 
 import duckdb
 
-from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
+from pipeline.readonly_sql import (
+    UnsafeSQLError,
+    connect_audit,
+    first_line,
+    read_only_statements,
+)
 
 
 class AuditError(RuntimeError):
@@ -278,10 +283,6 @@ def list_audits() -> list[tuple[str, str]]:
     return [(a.name, a.description) for a in AUDITS.values()]
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def _fetch(
     con: duckdb.DuckDBPyConnection, title: str, sql: str, params: dict[str, Any] | None = None
 ) -> Table:
@@ -318,7 +319,7 @@ def run_audit(catalog: str | Path, name: str, run_id: str | None = None) -> Audi
             ]
         except duckdb.CatalogException as exc:
             raise AuditError(
-                f"audit {name}: {_first_line(exc)} -- the catalog at {catalog} was built "
+                f"audit {name}: {first_line(exc)} -- the catalog at {catalog} was built "
                 "before this audit's views existed; refresh it (rerun the nightly flow with the "
                 "same --run-id, which resumes and re-lands)"
             ) from exc
@@ -347,7 +348,7 @@ def run_sql_file(catalog: str | Path, path: str | Path) -> list[Table]:
             try:
                 tables.append(_fetch(con, f"{path.name} statement {i}", stmt))
             except duckdb.Error as exc:
-                raise AuditError(f"{path}: statement {i}: {_first_line(exc)}") from exc
+                raise AuditError(f"{path}: statement {i}: {first_line(exc)}") from exc
     return tables
 
 

@@ -85,7 +85,7 @@ def audit(
     Exit code 0 when the audit passes or only reports, 1 when its rule fails, 2 on an error
     (unknown audit or run, a statement that could write, no catalog)."""
     from pipeline.audit import AuditError, list_audits, run_audit, run_sql_file
-    from pipeline.readonly_sql import UnsafeSQLError
+    from pipeline.readonly_sql import UnsafeSQLError, first_line
     from pipeline.store import StoreError
 
     if list_ or name == "list":
@@ -113,10 +113,7 @@ def audit(
             return
         result = run_audit(catalog, name, run_id)
     except UnsafeSQLError as exc:  # parser errors carry a multi-line caret display
-        fail(
-            str(exc).strip().splitlines()[0],
-            "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)",
-        )
+        fail(first_line(exc), "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)")
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     except AuditError as exc:

@@ -29,7 +29,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation, first_line
 from pipeline.rewards import normalize
 from pipeline.store import StoreError, fsync_path, sha256_file
 from schemas.tables import KG_PATH, SCHEMA_VERSION
@@ -451,8 +451,9 @@ def select_records(
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
-            first = str(exc).strip().splitlines()[0]
-            raise ExportError(f"filter {where!r} over curriculum: {first}", _FILTER_HINT) from exc
+            raise ExportError(
+                f"filter {where!r} over curriculum: {first_line(exc)}", _FILTER_HINT
+            ) from exc
         picked = sorted({r["run_id"] for r in rows})
         runs = []
         if picked:

@@ -27,6 +27,13 @@ _EXPLAIN_PREFIX = re.compile(
 )
 
 
+def first_line(exc: BaseException) -> str:
+    """DuckDB errors carry a multi-line caret display: the first line (or the type) is the
+    one-line message the CLIs print."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class UnsafeSQLError(ValueError):
     """A statement that could write, or SQL that does not parse; the message names it."""
 
@@ -94,8 +101,7 @@ def filter_relation(
     try:
         return rel.filter(predicate)
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise UnsafeSQLError(f"filter {predicate!r} over {view}: {first}") from exc
+        raise UnsafeSQLError(f"filter {predicate!r} over {view}: {first_line(exc)}") from exc
 
 
 def connect_audit(catalog: str | Path) -> duckdb.DuckDBPyConnection:
@@ -128,5 +134,6 @@ __all__ = [
     "UnsafeSQLError",
     "connect_audit",
     "filter_relation",
+    "first_line",
     "read_only_statements",
 ]
