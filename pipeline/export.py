@@ -72,8 +72,6 @@ SOURCE_COLUMNS = (
     "evidence_char_end",
     "kg_path",
     "waypoints",
-    "is_valid",
-    "is_verbatim",
     "verifier_v",
     "difficulty",
     "proposer_reward",
@@ -82,57 +80,6 @@ SOURCE_COLUMNS = (
 )
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-
-VERL_SCHEMA = pa.schema(
-    [
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", MESSAGES, nullable=False),
-        pa.field("ability", pa.string(), nullable=False),
-        pa.field(
-            "reward_model",
-            pa.struct(
-                [
-                    ("style", pa.string()),
-                    (
-                        "ground_truth",
-                        pa.struct(
-                            [
-                                ("target", pa.list_(pa.string())),
-                                ("evidence", pa.string()),
-                                ("waypoints", pa.list_(pa.string())),
-                            ]
-                        ),
-                    ),
-                ]
-            ),
-            nullable=False,
-        ),
-        pa.field(
-            "extra_info",
-            pa.struct(
-                [
-                    ("split", pa.string()),
-                    ("index", pa.int64()),
-                    ("record_id", pa.string()),
-                    ("run_id", pa.string()),
-                    ("question", pa.string()),
-                    ("hop_count", pa.int32()),
-                    ("task_type", pa.string()),
-                    ("source_passage_id", pa.string()),
-                    ("evidence_passage_id", pa.string()),
-                    ("evidence_char_start", pa.int32()),
-                    ("evidence_char_end", pa.int32()),
-                    ("cluster_id", pa.int32()),
-                    ("verifier_v", pa.float64()),
-                    ("difficulty", pa.float64()),
-                    ("proposer_reward", pa.float64()),
-                ]
-            ),
-            nullable=False,
-        ),
-    ],
-    metadata={"format": "verl", "export_version": EXPORT_VERSION},
-)
 
 # Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads
 # it as is and passes the other columns to reward functions) plus every field a reward needs.
@@ -165,6 +112,58 @@ RECORD_SCHEMA = pa.schema(
         pa.field("config_hash", pa.string()),
     ],
     metadata={"format": "records", "export_version": EXPORT_VERSION},
+)
+
+# Record fields verl carries in extra_info (types as in RECORD_SCHEMA).
+EXTRA_INFO = (
+    "split",
+    "index",
+    "record_id",
+    "run_id",
+    "question",
+    "hop_count",
+    "task_type",
+    "source_passage_id",
+    "evidence_passage_id",
+    "evidence_char_start",
+    "evidence_char_end",
+    "cluster_id",
+    "verifier_v",
+    "difficulty",
+    "proposer_reward",
+)
+
+VERL_SCHEMA = pa.schema(
+    [
+        pa.field("data_source", pa.string(), nullable=False),
+        pa.field("prompt", MESSAGES, nullable=False),
+        pa.field("ability", pa.string(), nullable=False),
+        pa.field(
+            "reward_model",
+            pa.struct(
+                [
+                    ("style", pa.string()),
+                    (
+                        "ground_truth",
+                        pa.struct(
+                            [
+                                ("target", pa.list_(pa.string())),
+                                ("evidence", pa.string()),
+                                ("waypoints", pa.list_(pa.string())),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+            nullable=False,
+        ),
+        pa.field(
+            "extra_info",
+            pa.struct([pa.field(n, RECORD_SCHEMA.field(n).type) for n in EXTRA_INFO]),
+            nullable=False,
+        ),
+    ],
+    metadata={"format": "verl", "export_version": EXPORT_VERSION},
 )
 
 
@@ -402,7 +401,7 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
                     "waypoints": r["waypoints"],
                 },
             },
-            "extra_info": {k: r[k] for k in VERL_SCHEMA.field("extra_info").type.names},
+            "extra_info": {k: r[k] for k in EXTRA_INFO},
         }
         for r in records
     ]
