@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.llm.base import SamplingParams, cut_at_stop
+from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
 from pipeline.models import resolve_llm
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,11 @@ class TokenLogprobs:
 
 
 class TransformersGenerator:
-    """A causal LM from transformers; prompts are bucketed by length to limit padding."""
+    """A causal LM from transformers; prompts are bucketed by length to limit padding.
+
+    `skinny_rows`: products with at most this many rows (decode steps) run as `(W @ xᵀ)ᵀ`,
+    which MKL spreads over all cores (pipeline.llm.cpu_linear); None = on for CPU, 0 = off.
+    """
 
     def __init__(
         self,
@@ -60,6 +65,7 @@ class TransformersGenerator:
         cache_dir: str = "~/.cache/evidence-curriculum/models",
         max_prompt_tokens: int = 1536,
         share_prefix: bool = True,
+        skinny_rows: int | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,6 +90,10 @@ class TransformersGenerator:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         kwargs = {} if dtype == "auto" else {"dtype": _DTYPES[dtype]}
         self.model = AutoModelForCausalLM.from_pretrained(path, **kwargs).to(self.device).eval()
+        if skinny_rows is None:  # decode-shaped products transposed on CPU (see cpu_linear)
+            skinny_rows = SKINNY_MAX_ROWS if self.device.type == "cpu" else 0
+        if skinny_rows:
+            use_skinny_linear(self.model, skinny_rows)
 
     @classmethod
     def from_config(cls, llm) -> TransformersGenerator:
