@@ -160,6 +160,10 @@ class GenerationConfig(_Section):
     # last allowed turn, the engine opens the final tag (<question> / <answer>) so weak models
     # still finish. false: plain Search-R1 (no forcing, no search budget).
     force_final: bool = True
+    # Guided decoding of every proposer turn (llguidance on CPU, vLLM's structured outputs,
+    # `guided_regex` over HTTP): <think>, then <search> or the question/answer/evidence block;
+    # in constrained mode the evidence can only name one of the source's sentences.
+    guided_proposer: bool = True
     few_shot: str = "data/prompts/proposer_fewshot.jsonl"
 
 

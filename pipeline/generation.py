@@ -22,7 +22,7 @@ from pipeline.agents.prompts import (
     proposer_prompt,
     render_path,
 )
-from pipeline.agents.proposer import Proposal, copies_example, parse_proposal
+from pipeline.agents.proposer import Proposal, copies_example, parse_proposal, proposer_guide
 from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
@@ -125,7 +125,8 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         "<question>" if g.force_final else None,
     )
     budgets = [max(it.hop_count - 1, 0) if g.force_final else None for it in items]
-    groups = run_rollouts(gen, ctx.retriever, prompts, params, rcfg, budgets)
+    guides = [proposer_guide(g.evidence_mode, x) for x in texts] if g.guided_proposer else None
+    groups = run_rollouts(gen, ctx.retriever, prompts, params, rcfg, budgets, guides)
     pro = [grp[0] for grp in groups]
     proposals = []
     for roll, pid, text in zip(pro, pids, texts, strict=True):

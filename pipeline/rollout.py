@@ -81,6 +81,27 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class TurnGuide:
+    """Guided decoding of an agent's turns: the regex each turn of one rollout must match.
+
+    A turn is an optional `<think>` block, then a search or the agent's final block
+    (`final_open` + `final_body`, e.g. "<question>" + "...</question>\n<answer>..."). A
+    rollout whose final tag the engine opened continues with `final_body` only; one that may
+    not search any more (budget, last turn) is offered no search.
+    """
+
+    final_open: str
+    final_body: str
+
+    def regex(self, forced: bool, can_search: bool) -> str:
+        """Thinking and queries are unbounded here: max_tokens bounds a turn."""
+        if forced:
+            return self.final_body
+        search = r"<search>[^<]+</search>|" if can_search else ""
+        return rf"(<think>[^<]+</think>\n)?({search}{re.escape(self.final_open)}{self.final_body})"
+
+
+@dataclass(frozen=True)
 class RolloutConfig:
     final_open: str  # "<answer>" or "<evidence>"
     final_close: str
@@ -152,6 +173,26 @@ def advance(
     return query
 
 
+def _guide_regexes(
+    rollouts: Sequence[Rollout],
+    guide_of: dict[int, TurnGuide | None],
+    budget_of: dict[int, int | None],
+    cfg: RolloutConfig,
+    turn: int,
+) -> list[str | None] | None:
+    """Each rollout's regex for this turn (None when no rollout is guided)."""
+    out = []
+    for r in rollouts:
+        g = guide_of[id(r)]
+        if g is None:
+            out.append(None)
+            continue
+        b = budget_of[id(r)]
+        can_search = cfg.search and turn + 1 < cfg.max_turns and (b is None or len(r.searches) < b)
+        out.append(g.regex(bool(r.pending), can_search))
+    return out if any(x is not None for x in out) else None
+
+
 def run_rollouts(
     gen: Generator,
     retriever: Retriever | None,
@@ -159,6 +200,7 @@ def run_rollouts(
     params: SamplingParams,
     cfg: RolloutConfig,
     search_budgets: Sequence[int | None] | None = None,
+    guides: Sequence[TurnGuide | None] | None = None,
 ) -> list[list[Rollout]]:
     """`params.n` rollouts per prompt; one generate call and one search batch per turn.
 
@@ -166,13 +208,19 @@ def run_rollouts(
     continue each rollout with one sample. Turn t uses seed `params.seed + t`, so a rerun with
     the same seed (and the response cache) reproduces every rollout. `search_budgets` caps
     the searches per prompt (None: only the turn limit); with `cfg.force_final` a rollout over
-    its budget, or on its last turn, gets the final tag opened for it.
+    its budget, or on its last turn, gets the final tag opened for it. `guides` (per prompt)
+    turn on guided decoding: every turn of that prompt's rollouts matches its TurnGuide.
     """
     budgets = list(search_budgets) if search_budgets is not None else [None] * len(prompts)
+    guide_list = list(guides) if guides is not None else [None] * len(prompts)
     # A model must not write tool responses itself: stop where it would start one.
     stop = (SEARCH_CLOSE, cfg.final_close, INFO_OPEN, *cfg.extra_stop)
     first = replace(params, stop=stop)
-    outs = gen.generate(list(prompts), first) if prompts else []
+    heads = [Rollout(p, 0) for p in prompts]  # stand-ins for the first turn's guides
+    guide_of = {id(r): g for r, g in zip(heads, guide_list, strict=True)}
+    budget_of = {id(r): b for r, b in zip(heads, budgets, strict=True)}
+    regexes = _guide_regexes(heads, guide_of, budget_of, cfg, 0)
+    outs = _generate(gen, list(prompts), first, regexes) if prompts else []
     groups = [[Rollout(p, s) for s in range(len(o))] for p, o in zip(prompts, outs, strict=True)]
     pending = [
         (r, o, b)
@@ -180,6 +228,7 @@ def run_rollouts(
         for r, o in zip(g, os_, strict=True)
     ]
     budget_of = {id(r): b for r, _, b in pending}
+    guide_of = {id(r): gd for g, gd in zip(groups, guide_list, strict=True) for r in g}
     for turn in range(cfg.max_turns):
         queries: list[tuple[Rollout, str]] = []
         for r, seg, b in pending:
@@ -210,6 +259,13 @@ def run_rollouts(
         nxt = replace(
             params, n=1, stop=stop, seed=None if params.seed is None else params.seed + turn + 1
         )
-        outs = gen.generate([r.prompt + r.transcript for r in live], nxt)
+        regexes = _guide_regexes(live, guide_of, budget_of, cfg, turn + 1)
+        outs = _generate(gen, [r.prompt + r.transcript for r in live], nxt, regexes)
         pending = [(r, o[0], budget_of[id(r)]) for r, o in zip(live, outs, strict=True)]
     return groups
+
+
+def _generate(gen: Generator, prompts: list[str], params: SamplingParams, regexes) -> list:
+    return (
+        gen.generate(prompts, params) if regexes is None else gen.generate(prompts, params, regexes)
+    )

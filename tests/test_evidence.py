@@ -91,3 +91,26 @@ def test_copied_few_shot_question_is_detected():
     )
     assert not copies_example("Under which dynasty was Vienna rebuilt?", shots)
     assert not copies_example(None, shots)
+
+
+def test_proposer_guide_admits_exactly_the_sentences_of_its_passage():
+    import re
+
+    from pipeline.agents.proposer import proposer_guide
+
+    text = "Vienna lies on the Danube. It is the capital of Austria. About 2 million live there."
+    turn = proposer_guide("constrained", text).regex(forced=False, can_search=False)
+    block = "<question>Which river?</question>\n<answer>Danube</answer>\n<evidence>[{}]</evidence>"
+    assert [bool(re.fullmatch(turn, block.format(k))) for k in (0, 1, 3, 4)] == [
+        False, True, True, False,
+    ]  # fmt: skip
+    assert re.fullmatch(turn, "<think>Sentence 1.</think>\n" + block.format(1))
+    # A blank answer or question cannot be written; free mode takes any visible span.
+    assert not re.fullmatch(turn, block.format(1).replace("Danube", " "))
+    assert not re.fullmatch(turn, block.format(1).replace("Which river?", ""))
+    free = proposer_guide("free", text).regex(forced=True, can_search=False)
+    assert re.fullmatch(free, "Which river?</question>\n<answer>Danube</answer>\n"
+                        "<evidence>Vienna lies on the Danube.</evidence>")  # fmt: skip
+    # What a guided turn produces parses as a verbatim record.
+    p = parse_proposal(block.format(2), "p1", text, "constrained")
+    assert (p.evidence_status, p.evidence) == ("verbatim", "It is the capital of Austria.")

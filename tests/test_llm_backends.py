@@ -10,6 +10,7 @@ and only the real-engine test is skipped.
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -139,12 +140,43 @@ def test_count_tokens(backend, llm):
         assert backend.count_tokens(text) == _local_count(llm, text)
 
 
+GUIDED = [
+    ("Question: Is Paris in France?\n", r"<answer>(yes|no)</answer>"),
+    ("Where and when was Albert Einstein born? Answer: ", r"[A-Z][a-z]{2,12}, [0-9]{4}"),
+]
+
+
+def test_guided_completions_match_their_regex(backend):
+    prompts = [p for p, _ in GUIDED] + [PROMPTS[0]]
+    guides = [g for _, g in GUIDED] + [None]
+    params = SamplingParams(n=3, temperature=1.0, top_p=0.95, max_tokens=16, seed=5)
+    out = backend.generate(prompts, params, guides)
+    for o, rx in zip(out, guides[:2], strict=False):
+        assert len(o) == 3 and all(re.fullmatch(rx, t) for t in o), (rx, o)
+    # Without its guide the base model writes something else: the guide did the work.
+    free = backend.generate(prompts[:2], params)
+    assert not any(re.fullmatch(rx, t) for o, rx in zip(free, guides, strict=False) for t in o)
+    # The unguided prompt of the call samples exactly as it does alone.
+    assert out[2] == backend.generate(prompts[2:], params)[0]
+
+
+def test_a_bad_guide_is_a_clear_error(backend):
+    with pytest.raises((ValueError, LLMServerError), match=r"guide '\(unclosed'"):
+        backend.generate(["x"], SamplingParams(max_tokens=4), ["(unclosed"])
+
+
 # -- HTTP and in-process agree ---------------------------------------------------------------
 
 
 def test_greedy_text_identical_across_backends(llm, http_llm):
     p = SamplingParams(n=1, temperature=0.0, max_tokens=10, stop=("\n",))
     assert http_llm.generate(PROMPTS, p) == llm.generate(PROMPTS, p)
+
+
+def test_guided_samples_identical_across_backends(llm, http_llm):
+    prompts, guides = [p for p, _ in GUIDED], [g for _, g in GUIDED]
+    p = SamplingParams(n=2, temperature=1.0, top_p=0.9, max_tokens=16, seed=3)
+    assert http_llm.generate(prompts, p, guides) == llm.generate(prompts, p, guides)
 
 
 def test_seeded_samples_identical_across_backends(llm, http_llm):
@@ -190,6 +222,13 @@ def test_completion_response_has_openai_shape(llm_server, llm):
     assert tok.json()["count"] == len(tok.json()["tokens"]) == _local_count(llm, "Paris") + 1
 
 
+def test_server_reads_the_older_guided_regex_field(llm_server):
+    prompt, rx = GUIDED[0]
+    body = {"prompt": prompt, "max_tokens": 12, "temperature": 0, "guided_regex": rx}
+    r = httpx.post(f"{llm_server}/v1/completions", json=body, timeout=120).json()
+    assert re.fullmatch(rx, r["choices"][0]["text"])
+
+
 def test_echo_logprobs_are_teacher_forced_token_logprobs(llm_server, llm):
     text = PROMPTS[1] + " William Shakespeare"
     body = {"prompt": text, "echo": True, "max_tokens": 0, "logprobs": 1}
@@ -217,6 +256,9 @@ def test_echo_logprobs_are_teacher_forced_token_logprobs(llm_server, llm):
         ({"prompt": "x", "max_tokens": 0}, 400, "echo"),
         ({"prompt": "x", "logprobs": 9}, 400, "logprobs"),
         ({"prompt": "x", "model": "gpt-7"}, 404, MODEL),
+        ({"prompt": "x", "structured_outputs": {"json": {}}}, 400, "only regex"),
+        ({"prompt": "x", "structured_outputs": {"regex": "a"}, "guided_regex": "b"}, 400, "agree"),
+        ({"prompt": "x", "max_tokens": 2, "guided_regex": "(x"}, 400, "guide"),
     ],
 )
 def test_server_rejects_bad_requests_with_openai_errors(llm_server, body, status, needle):
@@ -463,9 +505,12 @@ class Counting:
         self.generate_calls: list[list[str]] = []
         self.score_calls: list[list[str]] = []
 
-    def generate(self, prompts, params):
+    def generate(self, prompts, params, guides=None):
         self.generate_calls.append(list(prompts))
-        return self.inner.generate(prompts, params)
+        self.guides = guides
+        if guides is None:
+            return self.inner.generate(prompts, params)
+        return self.inner.generate(prompts, params, guides)
 
     def score(self, prompts, conts):
         self.score_calls.append(list(prompts))
@@ -481,8 +526,13 @@ class Echo:
     def __init__(self, tag="fresh", model_id="echo"):
         self.tag, self.model_id = tag, model_id
 
-    def generate(self, prompts, params):
-        return [[f"{self.tag}:{p}:{j}" for j in range(params.n)] for p in prompts]
+    def generate(self, prompts, params, guides=None):
+        g = guides or [None] * len(prompts)
+        tail = [f":{x}" if x else "" for x in g]
+        return [
+            [f"{self.tag}:{p}:{j}{t}" for j in range(params.n)]
+            for p, t in zip(prompts, tail, strict=True)
+        ]
 
     def score(self, prompts, conts):
         return [-float(len(c)) for c in conts]
@@ -531,6 +581,22 @@ def test_cache_keys_cover_model_prompt_and_every_sampling_param(tmp_path):
     other = CachedGenerator(Counting(Echo(model_id="other")), tmp_path / "r.sqlite")
     other.generate(["q"], base)
     assert len(other.inner.generate_calls) == 1  # another model never sees these answers
+
+
+def test_cache_keys_cover_the_guide(tmp_path):
+    inner = Counting(Echo())
+    gen = CachedGenerator(inner, tmp_path / "r.sqlite")
+    p = SamplingParams(n=1, temperature=0.0, max_tokens=8)
+    plain = gen.generate(["q", "r"], p)
+    guided = gen.generate(["q", "r"], p, ["x+", None])
+    # "r" unguided is a hit; "q" guided is a new key, sent with its guide alone.
+    assert inner.generate_calls == [["q", "r"], ["q"]] and inner.guides == ["x+"]
+    assert guided == [["fresh:q:0:x+"], plain[1]] and plain[0] == ["fresh:q:0"]
+    assert gen.generate(["q"], p, ["y+"]) == [["fresh:q:0:y+"]]  # another regex, another key
+    assert gen.generate(["q", "r"], p, ["x+", None]) == guided
+    assert len(inner.generate_calls) == 3
+    with pytest.raises(ValueError, match="1 guides for 2 prompts"):
+        gen.generate(["q", "r"], p, ["x+"])
 
 
 def test_cache_keeps_sampled_duplicates_independent(tmp_path):
@@ -685,10 +751,11 @@ def _fake_vllm(structured: bool):
         def get_tokenizer(self):
             return mod.tokenizer
 
-        def generate(self, prompts, sp, use_tqdm=True):
-            self.calls.append((prompts, sp))
+        def generate(self, prompts, sps, use_tqdm=True):
+            self.calls.append((prompts, sps))
             outs = []
-            for p in prompts:
+            for i, p in enumerate(prompts):
+                sp = sps[i] if isinstance(sps, list) else sps  # one per prompt, or shared
                 if sp.kw.get("prompt_logprobs") is not None:  # scoring: TokensPrompt
                     ids = p["prompt_token_ids"]
                     lps = [None] + [
@@ -764,6 +831,11 @@ def test_vllm_glue_against_the_documented_api(monkeypatch, llm, structured):
     key = "structured_outputs" if structured else "guided_decoding"
     assert set(sp.kw) - {"n", "temperature", "top_p", "max_tokens", "stop", "seed"} == {key}
     assert sp.kw[key].kw == {"regex": r"[A-Z][a-z]+"}
+    # Per-prompt guides: one engine call, one SamplingParams per prompt (shared per regex).
+    assert gen.generate(["a", "b", "c"], p, [None, "[a-z]+", "[a-z]+"])[1] == ["b|0", "b|1"]
+    prompts, sps = engine.calls[-1]
+    assert prompts == ["a", "b", "c"] and len(sps) == 3 and sps[1] is sps[2]
+    assert key not in sps[0].kw and sps[1].kw[key].kw == {"regex": "[a-z]+"}
     gen.generate_guided(["a"], p, choice=("yes", "no"))
     assert engine.calls[-1][1].kw[key].kw == {"choice": ["yes", "no"]}
     with pytest.raises(ValueError, match="exactly one"):

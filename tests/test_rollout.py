@@ -3,6 +3,8 @@ turn, tool responses from the real FAISS index, and the solver on the real CPU m
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.agents.prompts import load_few_shot
@@ -11,7 +13,7 @@ from pipeline.index import Retriever
 from pipeline.index_build import ensure_index
 from pipeline.llm.base import SamplingParams
 from pipeline.rewards import exact_match, wcr_reward
-from pipeline.rollout import RolloutConfig, run_rollouts
+from pipeline.rollout import RolloutConfig, TurnGuide, run_rollouts
 from tests.conftest import ROOT
 
 
@@ -47,9 +49,11 @@ class Scripted:
     def __init__(self, scripts: dict[str, list[str]]):
         self.scripts = scripts
         self.calls: list[tuple[int, int]] = []  # (prompts, n) per generate call
+        self.guides: list[list | None] = []  # the regexes sent with each call
 
-    def generate(self, prompts, params):
+    def generate(self, prompts, params, guides=None):
         self.calls.append((len(prompts), params.n))
+        self.guides.append(guides)
         outs = []
         for p in prompts:
             key = next(k for k in self.scripts if k in p)
@@ -140,6 +144,38 @@ def test_forced_final_budget_and_last_turn(retriever):
     gen = Scripted({"P-long": ["<search>a", "<search>b", "Q3?</question><evidence>[3]"]})
     (g,) = run_rollouts(gen, retriever, ["P-long\n"], SamplingParams(n=1), forced, [None])
     assert (g[0].searches, g[0].final, g[0].forced_final) == (["a", "b"], "[3]", True)
+
+
+def test_guided_turns_get_the_regex_their_state_allows(retriever):
+    """Free turns may think, search (within budget and turns) or write the final block; a turn
+    whose final tag the engine opened continues the final block only; unguided prompts get
+    None in the same call."""
+    forced = RolloutConfig("<evidence>", "</evidence>", max_turns=3, force_final="<question>")
+    guide = TurnGuide("<question>", r"[^<]{1,9}</question>\n<evidence>\[1\]</evidence>")
+    gen = Scripted(
+        {
+            "P-one": ["<search>Danube", "<search>again", "Q?</question><evidence>[1]"],
+            "P-free": ["<search>Mozart", "<search>Vienna", "Q?</question><evidence>[1]"],
+        }
+    )
+    run_rollouts(gen, retriever, ["P-one\n", "P-free\n"], SamplingParams(n=1), forced,
+                 [1, 1], [guide, None])  # fmt: skip
+    with_search, no_search = guide.regex(False, True), guide.regex(False, False)
+    assert "<search>" in with_search and "<search>" not in no_search
+    assert gen.guides[0] == [with_search, None]  # turn 1: budget left
+    # Turn 2: P-one's one search is spent, so no search branch. It searches anyway, the
+    # engine refuses and opens <question>, and turn 3 continues the final block only.
+    assert gen.guides[1] == [no_search, None]
+    assert gen.guides[2] == [guide.final_body, None]
+    body = "Paris?</question>\n<evidence>[1]</evidence>"
+    assert re.fullmatch(with_search, "<think>plan</think>\n<question>" + body)
+    assert re.fullmatch(with_search, "<search>Danube delta</search>")
+    assert not re.fullmatch(no_search, "<search>Danube delta</search>")
+    assert re.fullmatch(guide.final_body, body) and not re.fullmatch(with_search, body)
+    # No guides at all: generate() is called exactly as before (no third argument).
+    gen = Scripted({"P": ["<question>Q?</question><evidence>[1]"]})
+    run_rollouts(gen, retriever, ["P\n"], SamplingParams(n=1), forced)
+    assert gen.guides == [None]
 
 
 def test_search_disabled_ends_at_a_search():

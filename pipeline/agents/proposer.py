@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pipeline.agents.prompts import FewShot
 from pipeline.evidence import locate, sentences
 from pipeline.rewards import token_f1
+from pipeline.rollout import TurnGuide
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
@@ -64,6 +65,23 @@ def parse_proposal(
     return Proposal(
         q, a, ev, loc.start, loc.end, loc.passage_id, loc.source, "verbatim", transcript
     )
+
+
+def proposer_guide(mode: str, passage_text: str) -> TurnGuide:
+    """The proposer's turn regex: the final block is question, answer and evidence, where
+    constrained evidence names one of this passage's sentences ([1] .. [k])."""
+    if mode == "constrained":
+        k = max(len(sentences(passage_text)), 1)
+        evidence = r"\[(" + "|".join(str(i) for i in range(1, k + 1)) + r")\]"
+    else:
+        evidence = r"[^<\s][^<]{0,1023}"  # about L_max = 256 tokens
+    # Each field starts with a visible character, so none is empty once stripped; the
+    # question and answer lengths keep a rambling model from running out of tokens.
+    body = (
+        r"[^<\s][^<]{0,199}</question>\n<answer>[^<\s][^<]{0,79}</answer>\n"
+        rf"<evidence>{evidence}</evidence>"
+    )
+    return TurnGuide("<question>", body)
 
 
 def copies_example(question: str | None, shots: list[FewShot], threshold: float = 0.8) -> bool:

@@ -30,8 +30,18 @@ class SamplingParams:
 class Generator(Protocol):
     model_id: str
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
-        """Return `params.n` completions per prompt, each cut before its first stop string."""
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+    ) -> list[list[str]]:
+        """Return `params.n` completions per prompt, each cut before its first stop string.
+
+        `guides[i]`, when given and not None, is a regular expression prompt i's completions
+        must match (guided decoding); generation ends when the expression is complete. A
+        completion cut short by `max_tokens` or a stop string is a prefix of a match.
+        """
         ...
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
@@ -41,6 +51,16 @@ class Generator(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` under this model's tokenizer (no special tokens)."""
         ...
+
+
+def check_guides(prompts: Sequence[str], guides: Sequence[str | None] | None) -> list | None:
+    """`guides` as a list aligned with `prompts`, or None when no prompt is guided."""
+    if guides is None:
+        return None
+    guides = list(guides)
+    if len(guides) != len(prompts):
+        raise ValueError(f"{len(guides)} guides for {len(prompts)} prompts")
+    return guides if any(g is not None for g in guides) else None
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.base import Generator, SamplingParams, check_guides
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -47,15 +47,26 @@ def _key(parts: list) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def generate_keys(model_id: str, prompts: Sequence[str], params: SamplingParams) -> list[str]:
-    """One cache key per prompt; sampled duplicates within a batch are numbered."""
+def generate_keys(
+    model_id: str,
+    prompts: Sequence[str],
+    params: SamplingParams,
+    guides: Sequence[str | None] | None = None,
+) -> list[str]:
+    """One cache key per prompt; sampled duplicates within a batch are numbered.
+
+    A guided prompt's key holds its regex (an unguided key is unchanged by guides existing).
+    """
     p = params.to_dict()
-    seen: dict[str, int] = {}
+    seen: dict[tuple, int] = {}
     keys = []
-    for prompt in prompts:
-        k = seen.get(prompt, 0)
-        seen[prompt] = k + 1
+    for i, prompt in enumerate(prompts):
+        guide = guides[i] if guides else None
+        k = seen.get((prompt, guide), 0)
+        seen[(prompt, guide)] = k + 1
         parts: list = ["generate", model_id, prompt, p]
+        if guide is not None:
+            parts.append({"guided_regex": guide})
         if k and params.temperature > 0:
             parts.append(k)
         keys.append(_key(parts))
@@ -175,13 +186,23 @@ class CachedGenerator:
             found.update(fresh)
         return [found[k] for k in keys], n_miss
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
-        keys = generate_keys(self.model_id, prompts, params)
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+    ) -> list[list[str]]:
+        guides = check_guides(prompts, guides)
+
+        def compute(send: list[int]) -> list[list[str]]:
+            sub = [prompts[i] for i in send]
+            if guides is None:
+                return [list(o) for o in self.inner.generate(sub, params)]
+            return [list(o) for o in self.inner.generate(sub, params, [guides[i] for i in send])]
+
+        keys = generate_keys(self.model_id, prompts, params, guides)
         vals, n_miss = self._lookup(
-            keys,
-            "generate",
-            lambda v: isinstance(v, list) and len(v) == params.n,
-            lambda send: [list(o) for o in self.inner.generate([prompts[i] for i in send], params)],
+            keys, "generate", lambda v: isinstance(v, list) and len(v) == params.n, compute
         )
         self.hits += len(keys) - n_miss
         self.misses += n_miss

@@ -77,8 +77,11 @@ class RenderingGenerator:
     def __init__(self, inner, render: Render) -> None:
         self.inner, self.render = inner, render
 
-    def generate(self, prompts, params):
-        return self.inner.generate([self.render(p) for p in prompts], params)
+    def generate(self, prompts, params, guides=None):
+        rendered = [self.render(p) for p in prompts]
+        if guides is None:
+            return self.inner.generate(rendered, params)
+        return self.inner.generate(rendered, params, guides)
 
     def score(self, prompts, continuations):
         return self.inner.score([self.render(p) for p in prompts], continuations)

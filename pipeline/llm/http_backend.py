@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.llm.base import SamplingParams, cut_at_stop
+from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
 
@@ -260,12 +260,28 @@ class HTTPGenerator:
 
     # -- Generator -------------------------------------------------------------------------
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
-        """n completions per prompt; choices are ordered prompt-major by their `index`."""
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+    ) -> list[list[str]]:
+        """n completions per prompt; choices are ordered prompt-major by their `index`.
+
+        A guided prompt is sent with `"structured_outputs": {"regex": ...}` (vLLM >= 0.12's
+        extension of the completions API, which our server also reads); one request carries
+        prompts of one guide only.
+        """
         prompts = list(prompts)
         if not prompts:
             return []
-        chunks = self._chunks(len(prompts))
+        guides = check_guides(prompts, guides)
+        groups: dict[str | None, list[int]] = {}
+        for i in range(len(prompts)):
+            groups.setdefault(guides[i] if guides else None, []).append(i)
+        chunks: list[tuple[str | None, list[int]]] = []
+        for guide, idx in groups.items():
+            chunks += [(guide, [idx[i] for i in c]) for c in self._chunks(len(idx))]
         bodies = [
             {
                 "model": self.model_id,
@@ -276,15 +292,17 @@ class HTTPGenerator:
                 "max_tokens": params.max_tokens,
                 "stop": list(params.stop) or None,
                 "seed": params.seed,
+                **({"structured_outputs": {"regex": guide}} if guide is not None else {}),
             }
-            for chunk in chunks
+            for guide, chunk in chunks
         ]
         url = f"{self.base_url}/v1/completions"
-        out: list[list[str]] = []
-        for chunk, res in zip(chunks, self._map_requests(bodies), strict=True):
+        out: list[list[str]] = [[] for _ in prompts]
+        for (_, chunk), res in zip(chunks, self._map_requests(bodies), strict=True):
             choices = self._choices(res, len(chunk) * params.n, url)
             texts = [cut_at_stop(c.get("text") or "", params.stop) for c in choices]
-            out.extend(texts[k * params.n : (k + 1) * params.n] for k in range(len(chunk)))
+            for k, i in enumerate(chunk):
+                out[i] = texts[k * params.n : (k + 1) * params.n]
         return out
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:

@@ -5,7 +5,9 @@
 Endpoints (the subset of vLLM's server that trainers and the HTTP backend use):
 
 - `POST /v1/completions`: `prompt` (a string or a list of strings), `n`, `temperature`,
-  `top_p`, `max_tokens` (0 allowed with `echo`), `stop`, `seed`, `echo`, `logprobs` (0-5).
+  `top_p`, `max_tokens` (0 allowed with `echo`), `stop`, `seed`, `echo`, `logprobs` (0-5),
+  and vLLM's `structured_outputs: {"regex": ...}` (or the older `guided_regex`): every
+  completion of the request matches the regex.
   One request is ONE `generate` call of the wrapped generator (all prompts, `n` each), so the
   backend batches it; requests are served one at a time. Choices are prompt-major
   (`index = prompt_index * n + j`). With `logprobs`, each choice carries
@@ -96,6 +98,9 @@ def create_app(
         stream: bool = False
         best_of: int | None = None
         suffix: str | None = None
+        # vLLM's extension: completions match a regex (>= 0.12 form, and the older field).
+        structured_outputs: dict[str, Any] | None = None
+        guided_regex: str | None = None
 
     class TokenizeRequest(BaseModel):
         model_config = ConfigDict(extra="allow")
@@ -201,10 +206,12 @@ def create_app(
             stop=stop,
             seed=req.seed,
         )
+        regex = _guide(req)
+        guides = [regex] * len(prompts) if regex else None
         try:
             with lock:
                 if req.max_tokens > 0:
-                    outs = generator.generate(prompts, params)
+                    outs = generator.generate(prompts, params, guides)
                 else:
                     outs = [[""] * req.n for _ in prompts]
                 lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)
@@ -237,6 +244,20 @@ def create_app(
         }
 
     return app
+
+
+def _guide(req) -> str | None:
+    """The request's regex constraint; other structured outputs (json, choice) are refused."""
+    so = req.structured_outputs or {}
+    other = sorted(k for k, v in so.items() if k != "regex" and v is not None)
+    if other:
+        raise APIError(
+            400, f"structured_outputs: only regex is supported, not {other}", "structured_outputs"
+        )
+    regex = so.get("regex")
+    if regex is not None and req.guided_regex is not None and regex != req.guided_regex:
+        raise APIError(400, "structured_outputs.regex and guided_regex disagree", "guided_regex")
+    return regex if regex is not None else req.guided_regex
 
 
 def _usage(generator, prompts: Sequence[str], outs: list[list[str]]) -> dict[str, int]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.llm.base import SamplingParams, cut_at_stop
+from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
 from pipeline.models import resolve_llm
 
@@ -76,6 +76,7 @@ class TransformersGenerator:
         self.share_prefix = share_prefix
         # Cumulative decode-loop counters (seconds, tokens, row-steps) for benchmarks.
         self.stats: dict[str, float] = dict.fromkeys(_STATS, 0)
+        self._guidance = None  # (llguidance tokenizer, executor, grammars), built on first use
         if self.device.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
             # All cores, unless OMP_NUM_THREADS says otherwise: on a machine shared with other
             # busy processes, 2 OpenMP threads can be several times slower than 1.
@@ -115,7 +116,12 @@ class TransformersGenerator:
         return sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
 
     @torch.inference_mode()
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+    ) -> list[list[str]]:
         """Sample n completions per prompt with our own batched decode loop.
 
         Per batch: the longest token prefix common to all its prompts is prefilled once (for
@@ -124,8 +130,10 @@ class TransformersGenerator:
         soon as they hit a stop string, EOS or `max_tokens`, so a batch is not decoded to its
         slowest row. Sampling draws from a per-row generator seeded by (seed, prompt text,
         occurrence of that text in the call, sample index): a row's output does not depend on
-        which other prompts share its call or batch.
+        which other prompts share its call or batch. A guided row samples only tokens its
+        regex allows (llguidance computes the mask) and ends when the regex is complete.
         """
+        guides = check_guides(prompts, guides)
         out: list[list[str]] = [[] for _ in prompts]
         if params.max_tokens <= 0:
             return [[""] * params.n for _ in prompts]
@@ -146,13 +154,20 @@ class TransformersGenerator:
                     for i in idx
                     for j in range(params.n)
                 ]
-            texts = self._generate_batch([ids[i] for i in idx], params, rngs)
+            matchers = None
+            if guides:
+                matchers = [self._matcher(guides[i]) for i in idx for _ in range(params.n)]
+            texts = self._generate_batch([ids[i] for i in idx], params, rngs, matchers)
             for j, t in enumerate(texts):
                 out[idx[j // params.n]].append(t)
         return out
 
     def _generate_batch(
-        self, rows: list[list[int]], params: SamplingParams, rngs: list | None
+        self,
+        rows: list[list[int]],
+        params: SamplingParams,
+        rngs: list | None,
+        matchers: list | None = None,
     ) -> list[str]:
         n, st = params.n, self.stats
         share = self.share_prefix
@@ -217,6 +232,8 @@ class TransformersGenerator:
         texts = [""] * n_rows
         alive = list(range(n_rows))  # original row of each batch row
         while True:
+            if matchers:
+                self._mask(logits, [matchers[a] for a in alive])
             nxt = _sample(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
             keep = []
             for b, a in enumerate(alive):
@@ -224,6 +241,8 @@ class TransformersGenerator:
                 if tok in eos:
                     continue
                 tokens[a].append(tok)
+                if matchers and matchers[a] is not None and not _advance(matchers[a], tok):
+                    continue  # the regex is complete (or broken): nothing more may follow
                 if stops:
                     texts[a] = self.tokenizer.decode(tokens[a], skip_special_tokens=True)
                     if any(s in texts[a] for s in stops):
@@ -251,6 +270,45 @@ class TransformersGenerator:
         if not stops:  # with stop strings, texts[] already holds every row's decoded tokens
             texts = [self.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
         return [cut_at_stop(text, params.stop) for text in texts]
+
+    def _matcher(self, regex: str | None):
+        """A fresh llguidance matcher for one guided row (None: unguided)."""
+        if regex is None:
+            return None
+        import llguidance
+
+        if self._guidance is None:
+            import llguidance.hf
+
+            # Mask width = the model's logits (may exceed the tokenizer's vocabulary).
+            width = self.model.get_output_embeddings().weight.shape[0]
+            tok = llguidance.hf.from_tokenizer(
+                self.tokenizer, n_vocab=width, eos_token=sorted(self._eos_ids())
+            )
+            self._guidance = (tok, llguidance.LLExecutor(), {})
+        tok, _, grammars = self._guidance
+        if regex not in grammars:
+            grammars[regex] = llguidance.LLMatcher.grammar_from_regex(regex)
+        m = llguidance.LLMatcher(tok, grammars[regex], log_level=0)
+        if m.is_error():
+            raise ValueError(f"guide {regex!r}: {m.get_error()}")
+        return m
+
+    def _mask(self, logits: torch.Tensor, matchers: list) -> None:
+        """Set logits of tokens a row's regex forbids to -inf (unguided rows untouched)."""
+        from llguidance.torch import fill_next_token_bitmask_par
+
+        rows = [(m, b) for b, m in enumerate(matchers) if m is not None]
+        if not rows:
+            return
+        _, executor, _ = self._guidance
+        width = logits.shape[1]
+        bitmask = torch.full((len(matchers), (width + 31) // 32), -1, dtype=torch.int32)
+        fill_next_token_bitmask_par(executor, rows, bitmask)
+        idx = torch.tensor([b for _, b in rows])
+        bits = (bitmask[idx, :, None] >> torch.arange(32, dtype=torch.int32)) & 1
+        allowed = bits.reshape(len(rows), -1)[:, :width].bool()
+        logits[idx] = logits[idx].masked_fill(~allowed.to(logits.device), float("-inf"))
 
     def _eos_ids(self) -> set[int]:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
@@ -471,6 +529,11 @@ def _common_prefix(rows: list[list[int]]) -> int:
             k += 1
         n = k
     return n
+
+
+def _advance(matcher, token: int) -> bool:
+    """Feed a sampled token to a row's matcher; False when the row must end here."""
+    return matcher.consume_token(token) and not matcher.is_stopped()
 
 
 def _row_generator(seed: int, prompt: str, occurrence: int, sample: int) -> torch.Generator:

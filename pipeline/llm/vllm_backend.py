@@ -29,7 +29,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.llm.base import SamplingParams, cut_at_stop
+from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +182,27 @@ class VLLMGenerator:
         outputs = self.llm.generate(self._inputs(prompts), sp, use_tqdm=False)
         return [[cut_at_stop(o.text, stop) for o in out.outputs] for out in outputs]
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[list[str]]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+    ) -> list[list[str]]:
+        """One engine call; guided prompts get their own SamplingParams (vLLM takes a list)."""
         if not prompts:
             return []
-        return self._run(prompts, self._params(params), params.stop)
+        guides = check_guides(prompts, guides)
+        if guides is None:
+            return self._run(prompts, self._params(params), params.stop)
+        plain_sp, by_regex = self._params(params), {}
+        sps = []
+        for g in guides:
+            if g is not None and g not in by_regex:
+                by_regex[g] = self._params(
+                    params, **structured_kwargs(self._sampling_module, regex=g)
+                )
+            sps.append(plain_sp if g is None else by_regex[g])
+        return self._run(prompts, sps, params.stop)
 
     def generate_guided(
         self,

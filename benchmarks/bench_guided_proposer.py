@@ -1,0 +1,101 @@
+"""Guided vs unguided proposer: what guided decoding costs and what it buys, side by side.
+
+Same backend, same plan items and seeds, same run: `process_shard` over N records with
+`generation.guided_proposer` off and on (order alternating per round). Prints wall time,
+records/min, how many proposals parse (valid question and answer, verbatim evidence) and why
+the rest failed, and the backend's decode counters:
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_guided_proposer.py [--n 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from pipeline.agents.prompts import load_few_shot
+from pipeline.config import load_config
+from pipeline.embedding import Embedder
+from pipeline.generation import GenerationContext, process_shard
+from pipeline.index import Retriever
+from pipeline.index_build import ensure_index
+from pipeline.llm import make_generator
+from pipeline.llm.base import SamplingParams
+from pipeline.plan import PlanItem
+from pipeline.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "data" / "out" / "bench" / "guided"
+TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=16, help="records per mode")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], help="extra config overrides")
+    args = ap.parse_args()
+    base = [f"store.out_dir={OUT}", "llm.cache=false", *args.set]
+    cfgs = {
+        mode: load_config(None, [*base, f"generation.guided_proposer={mode == 'guided'}"])
+        for mode in ("free", "guided")
+    }
+    cfg = cfgs["free"]
+    embedder = Embedder.from_config(cfg)
+    art = ensure_index(cfg, embedder, progress=False)
+    gen = make_generator(cfg.llm)
+    retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
+    shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
+    step = max(len(retriever.passages) // args.n, 1)
+    rows = [i * step for i in range(args.n)]
+    ids = [pid for pid, _, _ in retriever.passages.get(rows)]
+    items = [
+        PlanItem(i, r, pid, 0, TASKS[i % len(TASKS)], 1 + i % 4)
+        for i, (r, pid) in enumerate(zip(rows, ids, strict=True))
+    ]
+    backend = getattr(gen, "inner", gen)
+    gen.generate(["warm-up"], SamplingParams(max_tokens=1))
+    times: dict[str, list[float]] = {"free": [], "guided": []}
+    outs, work = {}, {}
+    for rnd in range(args.rounds):
+        order = ("free", "guided") if rnd % 2 == 0 else ("guided", "free")
+        for mode in order:
+            ctx = GenerationContext(
+                cfgs[mode], Store.from_config(cfgs[mode]), gen, retriever, "bench",
+                dt.date.today(), embedder.model_ref, shots,
+            )  # fmt: skip
+            before = dict(backend.stats)
+            t0 = time.perf_counter()
+            outs[mode] = process_shard(ctx, 0, items)
+            times[mode].append(time.perf_counter() - t0)
+            work[mode] = {k: backend.stats[k] - before[k] for k in backend.stats}
+    print(f"records={args.n} model={gen.model_id} evidence_mode={cfg.generation.evidence_mode}")
+    for mode in ("free", "guided"):
+        recs, pro = outs[mode].curriculum, outs[mode].proposer_rollouts
+        best = min(times[mode])
+        valid = sum(r["is_valid"] for r in recs)
+        verbatim = sum(r["is_valid"] and r["is_verbatim"] for r in recs)
+        reasons = Counter(r["invalid_reason"] for r in recs if not r["is_valid"])
+        evidence = Counter(r["evidence_status"] for r in recs)
+        turns = sum(p["turns"] for p in pro) / len(pro)
+        w = work[mode]
+        print(
+            f"{mode:<7} wall {best:6.1f} s  records/min {60 * args.n / best:5.2f}  "
+            f"valid {valid}/{args.n}  valid+verbatim {verbatim}/{args.n}  "
+            f"proposer turns/record {turns:.2f}"
+        )
+        print(f"        evidence {dict(evidence)}  invalid because {dict(reasons)}")
+        print(
+            f"        decode {w['decode_s']:.1f} s for {w['generated_tokens']:.0f} tokens, "
+            f"prefill {w['prefill_s']:.1f} s"
+        )
+    print(f"guided/free wall: {min(times['guided']) / min(times['free']):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
