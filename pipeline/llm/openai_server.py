@@ -207,11 +207,12 @@ def create_app(
             seed=req.seed,
         )
         regex = _guide(req)
-        guides = [regex] * len(prompts) if regex else None
         try:
             with lock:
-                if req.max_tokens > 0:
-                    outs = generator.generate(prompts, params, guides)
+                if req.max_tokens > 0 and regex:
+                    outs = generator.generate(prompts, params, [regex] * len(prompts))
+                elif req.max_tokens > 0:  # any Generator, also one without guided decoding
+                    outs = generator.generate(prompts, params)
                 else:
                     outs = [[""] * req.n for _ in prompts]
                 lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)
