@@ -20,7 +20,6 @@ V over the same records:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import time
 from pathlib import Path
@@ -28,22 +27,15 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
+from generation_setup import load_engine, plan_items
 from scipy.stats import spearmanr
 
-from pipeline.agents.prompts import load_few_shot
 from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
 from pipeline.config import load_config
-from pipeline.embedding import Embedder
-from pipeline.generation import GenerationContext, process_shard
-from pipeline.index import Retriever
-from pipeline.index_build import ensure_index
-from pipeline.llm import make_generator
-from pipeline.plan import PlanItem
-from pipeline.store import Store
+from pipeline.generation import process_shard
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "generation"
-TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
 _COMPARED = ("question", "answer", "evidence", "solver_k", "solver_n", "verifier_v")
 
 
@@ -67,21 +59,10 @@ def main() -> None:
             *([f"llm.batch_size={args.batch_size}"] if args.batch_size else []),
         ],
     )
-    embedder = Embedder.from_config(cfg)
-    art = ensure_index(cfg, embedder, progress=False)
-    gen = make_generator(cfg.llm)
-    retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
-    ctx = GenerationContext(
-        cfg, Store.from_config(cfg), gen, retriever, "bench", dt.date.today(), embedder.model_ref
-    )
-    ctx.shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
-    step = max(len(retriever.passages) // args.n, 1)
-    rows = [i * step for i in range(args.n)]
-    ids = [pid for pid, _, _ in retriever.passages.get(rows)]
-    items = [
-        PlanItem(i, r, pid, 0, TASKS[i % len(TASKS)], 1 + i % 4)
-        for i, (r, pid) in enumerate(zip(rows, ids, strict=True))
-    ]
+    engine = load_engine(cfg)
+    gen = engine.generator
+    ctx = engine.context(cfg)
+    items = plan_items(engine.retriever, args.n)
 
     backend = getattr(gen, "inner", gen)
     stats = getattr(backend, "stats", None)

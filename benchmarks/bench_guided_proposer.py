@@ -10,7 +10,6 @@ the rest failed, and the backend's decode counters:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import time
 from collections import Counter
@@ -18,20 +17,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from pipeline.agents.prompts import load_few_shot
+from generation_setup import load_engine, plan_items
+
 from pipeline.config import load_config
-from pipeline.embedding import Embedder
-from pipeline.generation import GenerationContext, process_shard
-from pipeline.index import Retriever
-from pipeline.index_build import ensure_index
-from pipeline.llm import make_generator
+from pipeline.generation import process_shard
 from pipeline.llm.base import SamplingParams
-from pipeline.plan import PlanItem
-from pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "guided"
-TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
 
 
 def main() -> None:
@@ -46,18 +39,9 @@ def main() -> None:
         for mode in ("free", "guided")
     }
     cfg = cfgs["free"]
-    embedder = Embedder.from_config(cfg)
-    art = ensure_index(cfg, embedder, progress=False)
-    gen = make_generator(cfg.llm)
-    retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
-    shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
-    step = max(len(retriever.passages) // args.n, 1)
-    rows = [i * step for i in range(args.n)]
-    ids = [pid for pid, _, _ in retriever.passages.get(rows)]
-    items = [
-        PlanItem(i, r, pid, 0, TASKS[i % len(TASKS)], 1 + i % 4)
-        for i, (r, pid) in enumerate(zip(rows, ids, strict=True))
-    ]
+    engine = load_engine(cfg)
+    gen = engine.generator
+    items = plan_items(engine.retriever, args.n)
     backend = getattr(gen, "inner", gen)
     gen.generate(["warm-up"], SamplingParams(max_tokens=1))
     times: dict[str, list[float]] = {"free": [], "guided": []}
@@ -65,10 +49,7 @@ def main() -> None:
     for rnd in range(args.rounds):
         order = ("free", "guided") if rnd % 2 == 0 else ("guided", "free")
         for mode in order:
-            ctx = GenerationContext(
-                cfgs[mode], Store.from_config(cfgs[mode]), gen, retriever, "bench",
-                dt.date.today(), embedder.model_ref, shots,
-            )  # fmt: skip
+            ctx = engine.context(cfgs[mode])
             before = dict(backend.stats)
             t0 = time.perf_counter()
             outs[mode] = process_shard(ctx, 0, items)

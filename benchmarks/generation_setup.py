@@ -1,0 +1,52 @@
+"""What the generation benchmarks share: the engine on the embedded profile and a fixed set of
+plan items (run them as scripts, so this module is importable from the benchmarks directory)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pipeline.agents.prompts import FewShot, load_few_shot
+from pipeline.embedding import Embedder
+from pipeline.generation import GenerationContext
+from pipeline.index import Retriever
+from pipeline.index_build import ensure_index
+from pipeline.llm import make_generator
+from pipeline.plan import PlanItem
+from pipeline.store import Store
+
+TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
+
+
+@dataclass
+class Engine:
+    embedder: Embedder
+    generator: object
+    retriever: Retriever
+    shots: list[FewShot]
+
+    def context(self, cfg) -> GenerationContext:
+        """A generation context for `cfg` (same model, index and few-shot examples)."""
+        return GenerationContext(
+            cfg, Store.from_config(cfg), self.generator, self.retriever, "bench",
+            dt.date.today(), self.embedder.model_ref, list(self.shots),
+        )  # fmt: skip
+
+
+def load_engine(cfg) -> Engine:
+    embedder = Embedder.from_config(cfg)
+    art = ensure_index(cfg, embedder, progress=False)
+    retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
+    shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
+    return Engine(embedder, make_generator(cfg.llm), retriever, shots)
+
+
+def plan_items(retriever: Retriever, n: int) -> list[PlanItem]:
+    """n passages spread evenly over the corpus, cycling task types and 1-4 hops."""
+    step = max(len(retriever.passages) // n, 1)
+    rows = [i * step for i in range(n)]
+    ids = [pid for pid, _, _ in retriever.passages.get(rows)]
+    return [
+        PlanItem(i, r, pid, 0, TASKS[i % len(TASKS)], 1 + i % 4)
+        for i, (r, pid) in enumerate(zip(rows, ids, strict=True))
+    ]
