@@ -296,15 +296,17 @@ class TransformersGenerator:
 
     def _mask(self, logits: torch.Tensor, matchers: list) -> None:
         """Set logits of tokens a row's regex forbids to -inf (unguided rows untouched)."""
-        from llguidance.torch import fill_next_token_bitmask_par
-
         rows = [(m, b) for b, m in enumerate(matchers) if m is not None]
         if not rows:
             return
         _, executor, _ = self._guidance
         width = logits.shape[1]
         bitmask = torch.full((len(matchers), (width + 31) // 32), -1, dtype=torch.int32)
-        fill_next_token_bitmask_par(executor, rows, bitmask)
+        # What llguidance.torch.fill_next_token_bitmask_par does (all rows' masks computed in
+        # parallel), without importing its torch.compile'd helpers.
+        executor.unsafe_compute_mask_ptr(
+            rows, bitmask.data_ptr(), bitmask.shape[1] * 4, len(matchers)
+        )
         idx = torch.tensor([b for _, b in rows])
         bits = (bitmask[idx, :, None] >> torch.arange(32, dtype=torch.int32)) & 1
         allowed = bits.reshape(len(rows), -1)[:, :width].bool()
