@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pipeline.index import Hit, Retriever, format_docs
-from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 
 SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
@@ -173,24 +173,19 @@ def advance(
     return query
 
 
-def _guide_regexes(
-    rollouts: Sequence[Rollout],
-    guide_of: dict[int, TurnGuide | None],
-    budget_of: dict[int, int | None],
-    cfg: RolloutConfig,
-    turn: int,
-) -> list[str | None] | None:
-    """Each rollout's regex for this turn (None when no rollout is guided)."""
-    out = []
-    for r in rollouts:
-        g = guide_of[id(r)]
-        if g is None:
-            out.append(None)
-            continue
-        b = budget_of[id(r)]
-        can_search = cfg.search and turn + 1 < cfg.max_turns and (b is None or len(r.searches) < b)
-        out.append(g.regex(bool(r.pending), can_search))
-    return out if any(x is not None for x in out) else None
+def _turn_regex(
+    guide: TurnGuide | None, cfg: RolloutConfig, turn: int, r: Rollout, budget: int | None
+) -> str | None:
+    """The regex of rollout r's turn `turn`: search only while its budget and turns allow."""
+    if guide is None:
+        return None
+    searches_left = budget is None or len(r.searches) < budget
+    can_search = cfg.search and turn + 1 < cfg.max_turns and searches_left
+    return guide.regex(bool(r.pending), can_search)
+
+
+def _if_guided(regexes: list[str | None]) -> list[str | None] | None:
+    return regexes if any(x is not None for x in regexes) else None
 
 
 def run_rollouts(
@@ -216,11 +211,14 @@ def run_rollouts(
     # A model must not write tool responses itself: stop where it would start one.
     stop = (SEARCH_CLOSE, cfg.final_close, INFO_OPEN, *cfg.extra_stop)
     first = replace(params, stop=stop)
-    heads = [Rollout(p, 0) for p in prompts]  # stand-ins for the first turn's guides
-    guide_of = {id(r): g for r, g in zip(heads, guide_list, strict=True)}
-    budget_of = {id(r): b for r, b in zip(heads, budgets, strict=True)}
-    regexes = _guide_regexes(heads, guide_of, budget_of, cfg, 0)
-    outs = _generate(gen, list(prompts), first, regexes) if prompts else []
+    # Turn 1 of every rollout of a prompt is alike (no searches yet, nothing forced).
+    regexes = _if_guided(
+        [
+            _turn_regex(g, cfg, 0, Rollout(p, 0), b)
+            for p, g, b in zip(prompts, guide_list, budgets, strict=True)
+        ]
+    )
+    outs = generate_with_guides(gen, list(prompts), first, regexes) if prompts else []
     groups = [[Rollout(p, s) for s in range(len(o))] for p, o in zip(prompts, outs, strict=True)]
     pending = [
         (r, o, b)
@@ -259,13 +257,9 @@ def run_rollouts(
         nxt = replace(
             params, n=1, stop=stop, seed=None if params.seed is None else params.seed + turn + 1
         )
-        regexes = _guide_regexes(live, guide_of, budget_of, cfg, turn + 1)
-        outs = _generate(gen, [r.prompt + r.transcript for r in live], nxt, regexes)
+        regexes = _if_guided(
+            [_turn_regex(guide_of[id(r)], cfg, turn + 1, r, budget_of[id(r)]) for r in live]
+        )
+        outs = generate_with_guides(gen, [r.prompt + r.transcript for r in live], nxt, regexes)
         pending = [(r, o[0], budget_of[id(r)]) for r, o in zip(live, outs, strict=True)]
     return groups
-
-
-def _generate(gen: Generator, prompts: list[str], params: SamplingParams, regexes) -> list:
-    return (
-        gen.generate(prompts, params) if regexes is None else gen.generate(prompts, params, regexes)
-    )

@@ -63,6 +63,19 @@ def check_guides(prompts: Sequence[str], guides: Sequence[str | None] | None) ->
     return guides if any(g is not None for g in guides) else None
 
 
+def generate_with_guides(
+    gen: Generator,
+    prompts: Sequence[str],
+    params: SamplingParams,
+    guides: Sequence[str | None] | None,
+) -> list[list[str]]:
+    """`gen.generate`, passing `guides` only when there are some, so a Generator without
+    guided decoding still serves every unguided call."""
+    if guides is None:
+        return gen.generate(prompts, params)
+    return gen.generate(prompts, params, guides)
+
+
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
     """Truncate before the earliest stop string (backends may overshoot by a few tokens)."""
     cut = len(text)

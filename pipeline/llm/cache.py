@@ -29,7 +29,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.llm.base import Generator, SamplingParams, check_guides
+from pipeline.llm.base import Generator, SamplingParams, check_guides, generate_with_guides
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -195,10 +195,9 @@ class CachedGenerator:
         guides = check_guides(prompts, guides)
 
         def compute(send: list[int]) -> list[list[str]]:
-            sub = [prompts[i] for i in send]
-            if guides is None:
-                return [list(o) for o in self.inner.generate(sub, params)]
-            return [list(o) for o in self.inner.generate(sub, params, [guides[i] for i in send])]
+            sub_guides = [guides[i] for i in send] if guides else None
+            outs = generate_with_guides(self.inner, [prompts[i] for i in send], params, sub_guides)
+            return [list(o) for o in outs]
 
         keys = generate_keys(self.model_id, prompts, params, guides)
         vals, n_miss = self._lookup(

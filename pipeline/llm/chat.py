@@ -13,6 +13,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from pipeline.llm.base import generate_with_guides
+
 Render = Callable[[str], str]
 
 
@@ -78,10 +80,7 @@ class RenderingGenerator:
         self.inner, self.render = inner, render
 
     def generate(self, prompts, params, guides=None):
-        rendered = [self.render(p) for p in prompts]
-        if guides is None:
-            return self.inner.generate(rendered, params)
-        return self.inner.generate(rendered, params, guides)
+        return generate_with_guides(self.inner, [self.render(p) for p in prompts], params, guides)
 
     def score(self, prompts, continuations):
         return self.inner.score([self.render(p) for p in prompts], continuations)

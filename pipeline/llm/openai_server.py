@@ -38,7 +38,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +209,9 @@ def create_app(
         regex = _guide(req)
         try:
             with lock:
-                if req.max_tokens > 0 and regex:
-                    outs = generator.generate(prompts, params, [regex] * len(prompts))
-                elif req.max_tokens > 0:  # any Generator, also one without guided decoding
-                    outs = generator.generate(prompts, params)
+                if req.max_tokens > 0:
+                    guides = [regex] * len(prompts) if regex else None
+                    outs = generate_with_guides(generator, prompts, params, guides)
                 else:
                     outs = [[""] * req.n for _ in prompts]
                 lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)

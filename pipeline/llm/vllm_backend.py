@@ -17,8 +17,9 @@ the HTTP backend against a real local server.
   `{token_id: Logprob}` dict per prompt token, None for the first) are summed. This is the
   same tokenization as the transformers backend, so scores agree across backends and no
   text-offset boundary guessing is needed.
-- generate_guided(): structured decoding (regex, JSON schema or a choice list). Not part of
-  the Generator protocol; callers check `hasattr(gen, "generate_guided")`. vLLM >= 0.12 uses
+- generate(..., guides): a guided prompt gets its own SamplingParams (with its regex) in the
+  same engine call. generate_guided(): the other structured outputs (JSON schema or a choice
+  list; not used by the pipeline). vLLM >= 0.12 uses
   `SamplingParams(structured_outputs=StructuredOutputsParams(...))`, older releases
   `SamplingParams(guided_decoding=GuidedDecodingParams(...))`; both are supported.
 """
