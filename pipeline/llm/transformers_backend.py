@@ -607,13 +607,16 @@ class _KVCache:
             self.values[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
     def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
-        end = self.length + k.shape[2]
-        self.keys[layer_idx][:, :, self.length : end] = k
-        self.values[layer_idx][:, :, self.length : end] = v
-        start = (
-            self.sliding_start if layer_idx < len(self.sliding) and self.sliding[layer_idx] else 0
-        )
-        return self.keys[layer_idx][:, :, start:end], self.values[layer_idx][:, :, start:end]
+        return self.write(slice(None), self.length, self.sliding_start, k, v, layer_idx)
+
+    def write(self, rows: slice, length: int, sliding_start: int, k, v, layer_idx: int):
+        """Store k/v of `rows` from column `length` on; return what attention reads back."""
+        end = length + k.shape[2]
+        self.keys[layer_idx][rows, :, length:end] = k
+        self.values[layer_idx][rows, :, length:end] = v
+        sliding = layer_idx < len(self.sliding) and self.sliding[layer_idx]
+        start = sliding_start if sliding else 0
+        return self.keys[layer_idx][rows, :, start:end], self.values[layer_idx][rows, :, start:end]
 
     def advance(self, n: int) -> None:
         self.length += n
@@ -638,16 +641,8 @@ class _RowView:
         self.sliding_start = 0
 
     def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
-        p, r = self.parent, self.row
-        end = self.length + k.shape[2]
-        p.keys[layer_idx][r : r + 1, :, self.length : end] = k
-        p.values[layer_idx][r : r + 1, :, self.length : end] = v
-        sliding = layer_idx < len(p.sliding) and p.sliding[layer_idx]
-        start = self.sliding_start if sliding else 0
-        return (
-            p.keys[layer_idx][r : r + 1, :, start:end],
-            p.values[layer_idx][r : r + 1, :, start:end],
-        )
+        rows = slice(self.row, self.row + 1)
+        return self.parent.write(rows, self.length, self.sliding_start, k, v, layer_idx)
 
     def advance(self, n: int) -> None:
         self.length += n
