@@ -66,6 +66,14 @@ def resolve_llm(ref: str, cache_dir: str | Path) -> str:
     return str(dequantized_copy(gguf, Path(cache_dir).expanduser()))
 
 
+def gguf_adds_bos(gguf: Path) -> bool:
+    """The GGUF's own `tokenizer.ggml.add_bos_token` flag (False when it does not say)."""
+    from gguf import GGUFReader
+
+    field = GGUFReader(gguf).fields.get("tokenizer.ggml.add_bos_token")
+    return bool(field is not None and field.parts[field.data[0]][0])
+
+
 def dequantized_copy(gguf: Path, cache_dir: Path) -> Path:
     target = cache_dir / gguf.stem
     done = target / ".complete"
@@ -80,6 +88,10 @@ def dequantized_copy(gguf: Path, cache_dir: Path) -> Path:
 
         log.info("dequantizing %s into %s (one-off, about a minute)", gguf.name, target)
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        if gguf_adds_bos(gguf) and not tok.add_bos_token:
+            # transformers < 5.23 drops the GGUF's BOS rule when converting the tokenizer;
+            # Gemma without its <bos> produces garbage in every engine that loads the copy.
+            tok.add_bos_token = True
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # A GGUF-loaded model refuses save_pretrained while it carries its quantizer.
         if hasattr(model.config, "quantization_config"):
