@@ -86,6 +86,13 @@ class LLMConfig(_Section):
     base_url: str | None = None
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    # vllm: the engine's context length (None = the model's own; prompts that would not fit
+    # with max_tokens are left-truncated), eager mode instead of torch.compile/CUDA graphs
+    # (true on CPU, where compiling takes minutes), and the KV cache size in GiB (None = from
+    # gpu_memory_utilization; set it on CPU, where that fraction is of the host's RAM).
+    max_model_len: int | None = Field(None, ge=64)
+    enforce_eager: bool = False
+    kv_cache_gib: float | None = Field(None, gt=0)
     # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
     # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
     request_timeout_s: float = Field(600.0, gt=0)

