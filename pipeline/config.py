@@ -93,6 +93,10 @@ class LLMConfig(_Section):
     max_model_len: int | None = Field(None, ge=64)
     enforce_eager: bool = False
     kv_cache_gib: float | None = Field(None, gt=0)
+    # vllm: prompt tokens one engine step may compute (None = vLLM's default). Scoring with
+    # prompt_logprobs materialises vocabulary-sized logits for each of them: 4096 tokens of a
+    # 262k vocabulary are 4 GiB, which killed the CPU engine's worker; 1024 bounds it to 1 GiB.
+    max_num_batched_tokens: int | None = Field(None, ge=64)
     # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
     # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
     request_timeout_s: float = Field(600.0, gt=0)

@@ -169,6 +169,7 @@ def vllm_server(tmp_path_factory):
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enforce-eager"]
     cmd += ["--kv-cache-memory-bytes", str(int(cfg.kv_cache_gib * 2**30)), "--seed", "0"]
+    cmd += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, env, timeout=420)

@@ -764,6 +764,7 @@ def test_vllm_engine_runs_with_the_configured_settings(vllm_llm):
     assert cfg.model_config.enforce_eager and cfg.cache_config.enable_prefix_caching
     assert str(cfg.model_config.dtype) == "torch.float32"
     assert cfg.cache_config.kv_cache_memory_bytes == 2 * 2**30
+    assert cfg.scheduler_config.max_num_batched_tokens == 1024
     # One engine per process and configuration: the KG and generation stages share it.
     assert make_backend(vllm_test_config()).llm is vllm_llm.llm
 

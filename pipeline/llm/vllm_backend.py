@@ -136,6 +136,7 @@ class VLLMGenerator:
         max_model_len: int | None = None,
         enforce_eager: bool = False,
         kv_cache_gib: float | None = None,
+        max_num_batched_tokens: int | None = None,
         enable_prefix_caching: bool = True,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
     ) -> None:
@@ -151,6 +152,8 @@ class VLLMGenerator:
             kwargs["max_model_len"] = max_model_len
         if kv_cache_gib is not None:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = max_num_batched_tokens
         self.llm = engine(model, cache_dir, **kwargs)
         import vllm
         from vllm.exceptions import VLLMValidationError
@@ -178,6 +181,7 @@ class VLLMGenerator:
             max_model_len=llm.max_model_len,
             enforce_eager=llm.enforce_eager,
             kv_cache_gib=llm.kv_cache_gib,
+            max_num_batched_tokens=llm.max_num_batched_tokens,
             cache_dir=llm.cache_dir,
         )
 
