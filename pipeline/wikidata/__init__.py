@@ -269,13 +269,15 @@ def read_subgraphs(result: ExtractResult) -> pa.Table:
 
 
 def artifacts(cfg) -> dict[str, list[Path]]:
-    """Files for the DuckDB catalog: {'entities': [...], 'edges': [...], 'subgraphs': [...]}."""
+    """Files for the DuckDB catalog: entities, edges, subgraphs, and the ingest's rejects
+    (`kg_rejects`, shown in the catalog's `rejects` view)."""
     res = find_extract(cfg)
     _, ing_dir, _ = ingest_dir(cfg)
     return {
         "entities": [res.entities_path],
         "edges": part_files(ing_dir, "edges"),
         "subgraphs": [res.subgraphs_path],
+        "kg_rejects": part_files(ing_dir, "rejects"),
     }
 
 
