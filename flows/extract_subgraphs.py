@@ -28,12 +28,13 @@ def extract_subgraphs(
     log = get_run_logger()
     rep = ingest_task(cfg)
     log.info(
-        "dump %s: %d items, %d properties, %d edges, %d rejects (%s)",
+        "dump %s: %d items, %d properties, %d edges, %d rejects, %d duplicate entities (%s)",
         rep.source_file,
         rep.items,
         rep.properties,
         rep.edges,
         rep.rejects,
+        rep.duplicates,
         "reused" if rep.reused else f"{rep.seconds:.1f}s",
     )
     res = extract_task(cfg)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zstandard
 from prefect.states import Failed
 
 from flows.retry import retry_transient
@@ -84,8 +85,8 @@ def test_kg_ingest_fake_gz_is_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_cluster_and_kg_extract_map_bad_input_to_exit_2(tmp_path):
-    """The two other flow-backed stage commands (Prefect server start each, ~40 s)."""
+def test_cluster_kg_extract_and_nightly_map_bad_input_to_exit_2(tmp_path):
+    """The other flow-backed commands (a Prefect server start each, ~40 s)."""
     res = cli("cluster", "--set", f"corpus.path={tmp_path}", "--set", f"store.out_dir={tmp_path}")
     assert_one_line_error(res, str(tmp_path), "is a directory")
     dump = tmp_path / "dump.json.gz"
@@ -95,6 +96,13 @@ def test_cluster_and_kg_extract_map_bad_input_to_exit_2(tmp_path):
     )
     assert_one_line_error(res, str(dump))
     no_leftovers(tmp_path)
+    corpus = tmp_path / "c.jsonl.zst"
+    corpus.write_bytes(zstandard.ZstdCompressor().compress(GOOD.encode() * 500)[:-8])
+    res = cli(
+        "nightly", "--set", f"corpus.path={corpus}", "--set", f"store.out_dir={tmp_path / 'n'}"
+    )
+    assert_one_line_error(res, str(corpus), "truncated or corrupt .zst")
+    no_leftovers(tmp_path / "n")
 
 
 def test_stage_flows_retry_only_transient_failures():
