@@ -163,20 +163,38 @@ def _external(path: Path, tool: str) -> Iterator[IO[bytes]]:
         [tool, "-dc", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert proc.stdout is not None and proc.stderr is not None
-    finished = False
     try:
         yield proc.stdout
-        finished = True
-    finally:
-        if not finished:  # the caller failed or stopped early: stop the decompressor
-            proc.kill()
-        proc.stdout.close()
-        err = proc.stderr.read().decode("utf-8", "replace")
-        proc.stderr.close()
-        code = proc.wait()
-    if code != 0:
-        why = err.strip().splitlines()[-1] if err.strip() else f"exit status {code}"
-        raise bad_stream(path, "bz2", RuntimeError(f"{Path(tool).name}: {why}"))
+    except BaseException as exc:
+        # The caller failed or stopped early. If the decompressor had already failed, that is
+        # the cause (a cut stream ends in a broken last line): report it instead.
+        try:
+            code = proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            code = None
+        _stop(proc)
+        if code and isinstance(exc, Exception):
+            raise _tool_error(path, tool, proc, code) from exc
+        raise
+    _stop(proc, kill=False)
+    if proc.returncode != 0:
+        raise _tool_error(path, tool, proc, proc.returncode)
+
+
+def _stop(proc: subprocess.Popen, kill: bool = True) -> None:
+    if kill and proc.poll() is None:
+        proc.kill()
+    assert proc.stdout is not None
+    proc.stdout.close()
+    proc.wait()
+
+
+def _tool_error(path: Path, tool: str, proc: subprocess.Popen, code: int) -> CompressedInputError:
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode("utf-8", "replace").strip()
+    proc.stderr.close()
+    why = err.splitlines()[-1] if err else f"exit status {code}"
+    return bad_stream(path, "bz2", RuntimeError(f"{Path(tool).name}: {why}"))
 
 
 __all__ = ["CompressedInputError", "bad_stream", "compression_of", "open_checked"]

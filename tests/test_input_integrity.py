@@ -88,10 +88,11 @@ def test_truncated_compressed_corpus_fails_and_leaves_nothing(tmp_path, kind, on
     assert not (out / "p.parquet").exists() and leftovers(out) == []
 
 
-def test_truncated_bz2_corpus_fails_on_both_paths(tmp_path, bz2_path):
+@pytest.mark.parametrize("on_error", ["raise", "reject"])
+def test_truncated_bz2_corpus_fails_on_both_paths(tmp_path, bz2_path, on_error):
     src = truncated(tmp_path / "c.jsonl.bz2", corpus_bytes(), "bz2")
     with pytest.raises(CompressedInputError) as err:
-        load_corpus(src, tmp_path / "out" / "p.parquet", on_error="reject", error_budget=0.5)
+        load_corpus(src, tmp_path / "out" / "p.parquet", on_error=on_error, error_budget=0.5)
     assert_names_path(err, src)
     # Which path read it shows in what the decoder said.
     assert ("lbzip2" in str(err.value) or "pbzip2" in str(err.value)) == (bz2_path == "external")
