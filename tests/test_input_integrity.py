@@ -271,6 +271,33 @@ def test_duplicate_entity_keeps_the_first_copy_within_and_across_chunks(tmp_path
         assert again.reused and again.duplicates == 2 and again.edges == base.edges
 
 
+def test_crash_while_dropping_duplicates_is_repaired_by_the_rerun(tmp_path, monkeypatch):
+    import pipeline.wikidata.dump as dump
+
+    lines = dump_bytes().splitlines(keepends=True)
+    base = ingest_dump(SAMPLE_DUMP, tmp_path / "base", chunk_lines=60)
+    src = tmp_path / "dup.json"
+    src.write_bytes(b"".join([*lines[:-1], lines[3], lines[-1]]))  # line 4 again at the end
+    real = dump.write_parquet_atomic
+
+    def crash_on_id_rewrite(path, *args, **kwargs):
+        if path.parent.name == "ids" and path.exists():
+            raise RuntimeError("killed")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(dump, "write_parquet_atomic", crash_on_id_rewrite)
+    with pytest.raises(RuntimeError, match="killed"):
+        ingest_dump(src, tmp_path / "kg", chunk_lines=60)
+    assert not (tmp_path / "kg" / COMPLETE_MARKER).exists()
+    monkeypatch.setattr(dump, "write_parquet_atomic", real)
+    rep = ingest_dump(src, tmp_path / "kg", chunk_lines=60)
+    assert (rep.duplicates, rep.items, rep.edges) == (1, base.items, base.edges)
+    rejects = pa.concat_tables(
+        read_shard(p, "rejects") for p in part_files(tmp_path / "kg", "rejects")
+    )
+    assert sum(r.startswith("duplicate entity") for r in rejects["reason"].to_pylist()) == 1
+
+
 def test_edge_objects_that_are_not_ids_are_counted_not_stored():
     def claim(value: dict) -> dict:
         dv = {"type": "wikibase-entityid", "value": value}

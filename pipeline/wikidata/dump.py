@@ -637,51 +637,52 @@ def drop_later_duplicates(out: Path, s: ChunkSettings, report: IngestReport) -> 
 def _drop_from_chunk(
     out: Path, s: ChunkSettings, index: int, dups: list[tuple[str, int, int]], report
 ) -> None:
+    """Rewrite one chunk without the later copies. Idempotent, so a crash anywhere in here is
+    repaired by the rerun: the marker's counts are recomputed from the rewritten parts, and
+    the chunk's id file, which is what finds the copies, is rewritten last."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     qids = pa.array([q for q, _, _ in dups], pa.string())
     lines = pa.array([ln for _, ln, _ in dups], pa.int64())
 
-    def rewrite(table: str, keep) -> pa.Table | None:
+    def rewrite(table: str, drop) -> pa.Table | None:
         path = _part(out, table, index)
         if not path.exists():
             return None
         tbl = pq.read_table(path)
-        kept = tbl.filter(keep(tbl))
-        write_parquet_atomic(path, kept, s.compression, s.compression_level)
-        return tbl.filter(pc.invert(keep(tbl)))
+        tbl = tbl.filter(pc.invert(drop(tbl)))
+        write_parquet_atomic(path, tbl, s.compression, s.compression_level)
+        return tbl
 
-    gone = rewrite("entities", lambda t: pc.invert(pc.is_in(t["qid"], qids)))
-    gone_edges = rewrite("edges", lambda t: pc.invert(pc.is_in(t["subject"], qids)))
+    ents = rewrite("entities", lambda t: pc.is_in(t["qid"], qids))
+    edges = rewrite("edges", lambda t: pc.is_in(t["subject"], qids))
     now = utcnow()
     new = [
         _reject_row(s, line, qid, duplicate_reason(qid, first), b"", now)
         for qid, line, first in dups
     ]
+    fresh = {(n["source_line"], n["reason"]) for n in new}
     rej_path = _part(out, "rejects", index)
     old = pq.read_table(rej_path).to_pylist() if rej_path.exists() else []
-    old = [
-        r
-        for r in old
-        if (r["source_line"], r["reason"]) not in {(n["source_line"], n["reason"]) for n in new}
-    ]
-    tbl = pa.Table.from_pylist(old + new, schema=REJECTS)
-    write_parquet_atomic(rej_path, tbl, s.compression, s.compression_level)
-    rewrite("ids", lambda t: pc.invert(pc.is_in(t["line"], lines)))
+    rejects = [r for r in old if (r["source_line"], r["reason"]) not in fresh] + new
+    write_parquet_atomic(
+        rej_path, pa.Table.from_pylist(rejects, schema=REJECTS), s.compression, s.compression_level
+    )
     res = _load_marker(out, index)
-    kinds = Counter(gone["kind"].to_pylist()) if gone is not None else Counter()
-    n_edges = gone_edges.num_rows if gone_edges is not None else 0
     if res is not None:
-        res.items -= kinds["item"]
-        res.properties -= kinds["property"]
-        res.edges -= n_edges
-        res.duplicates += len(dups)
+        kinds = Counter(ents["kind"].to_pylist()) if ents is not None else Counter()
+        after = {
+            "items": kinds["item"],
+            "properties": kinds["property"],
+            "edges": edges.num_rows if edges is not None else 0,
+            "duplicates": sum(r["reason"].startswith("duplicate entity") for r in rejects),
+        }
+        for name, value in after.items():
+            setattr(report, name, getattr(report, name) + value - getattr(res, name))
+            setattr(res, name, value)
         atomic_write_bytes(_marker(out, index), orjson.dumps(asdict(res)))
-    report.items -= kinds["item"]
-    report.properties -= kinds["property"]
-    report.edges -= n_edges
-    report.duplicates += len(dups)
+    rewrite("ids", lambda t: pc.is_in(t["line"], lines))
 
 
 def _run_pool(chunks, out: Path, settings: ChunkSettings, workers: int, collect, report) -> None:
