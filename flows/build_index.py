@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
+from flows.retry import RETRY
 from pipeline.config import load_config
 from pipeline.index_build import IndexArtifacts, ensure_index
 
 
-@task(name="build-index", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+@task(name="build-index", **RETRY)
 def build_index_task(cfg) -> IndexArtifacts:
     return ensure_index(cfg)
 

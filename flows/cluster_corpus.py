@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
+from flows.retry import RETRY
 from pipeline.config import load_config
 from pipeline.index_build import ensure_index
 from pipeline.plan import clusters_for, selector_dirs
@@ -12,7 +12,7 @@ from pipeline.selector import ClusterResult
 from pipeline.selector.state import latest_iteration
 
 
-@task(name="cluster", cache_policy=NO_CACHE)
+@task(name="cluster", **RETRY)
 def cluster_task(cfg, iteration: int) -> ClusterResult:
     art = ensure_index(cfg)
     return clusters_for(cfg, art.dir, iteration)

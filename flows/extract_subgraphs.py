@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
+from flows.retry import RETRY
 from pipeline import wikidata as kg
 from pipeline.config import load_config
 
 
-@task(name="kg-ingest", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+@task(name="kg-ingest", **RETRY)
 def ingest_task(cfg) -> kg.IngestReport:
     return kg.ingest(cfg)
 
 
-@task(name="kg-extract", cache_policy=NO_CACHE)
+@task(name="kg-extract", **RETRY)
 def extract_task(cfg) -> kg.ExtractResult:
     return kg.extract(cfg)
 
@@ -28,12 +28,13 @@ def extract_subgraphs(
     log = get_run_logger()
     rep = ingest_task(cfg)
     log.info(
-        "dump %s: %d items, %d properties, %d edges, %d rejects (%s)",
+        "dump %s: %d items, %d properties, %d edges, %d rejects, %d duplicate entities (%s)",
         rep.source_file,
         rep.items,
         rep.properties,
         rep.edges,
         rep.rejects,
+        rep.duplicates,
         "reused" if rep.reused else f"{rep.seconds:.1f}s",
     )
     res = extract_task(cfg)

@@ -11,8 +11,9 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.report import report_task
+from flows.retry import RETRY
 from pipeline.config import load_config
-from pipeline.run_control import StopRequest, is_transient, store_run_lock
+from pipeline.run_control import StopRequest, store_run_lock
 from pipeline.runs import default_run_id
 from pipeline.stages import (
     RunSummary,
@@ -22,21 +23,6 @@ from pipeline.stages import (
     kg_stage,
     land_stage,
 )
-
-
-def _retry_transient(task, task_run, state) -> bool:
-    """Prefect retry condition: only transient failures (see pipeline.run_control)."""
-    return is_transient(state.data if isinstance(state.data, BaseException) else None)
-
-
-# Every stage is idempotent (reuses what is finished, commits shards atomically), so a retry
-# after a transient failure continues where the failed attempt stopped.
-RETRY = {
-    "retries": 2,
-    "retry_delay_seconds": [30, 120],
-    "retry_condition_fn": _retry_transient,
-    "cache_policy": NO_CACHE,
-}
 
 
 @task(name="index", **RETRY)

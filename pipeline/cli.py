@@ -10,8 +10,16 @@ from typing import Annotated
 import typer
 
 from pipeline.audit_cli import audit as audit_command
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
+from pipeline.cli_common import (
+    ProfileOpt,
+    SetOpt,
+    config_or_fail,
+    fail,
+    quiet_input_tracebacks,
+    stage_errors,
+)
 from pipeline.config import ConfigError, load_config
+from pipeline.errors import BadInputError
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
 from pipeline.report_cli import report as report_command
@@ -34,6 +42,7 @@ llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 
 
+INPUT_HINT = "fix or replace the file named above (corpus.path / kg.dump_path) and rerun"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_STOPPED = 3  # a run stopped on request; resume it with the same --run-id
@@ -60,6 +69,7 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not debug:
+        quiet_input_tracebacks()
         for noisy in ("httpx", "httpcore", "faiss.loader", "sentence_transformers"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -88,6 +98,8 @@ def nightly(
         s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
+    except BadInputError as exc:
+        fail(str(exc), INPUT_HINT)
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "
@@ -150,7 +162,7 @@ def _retriever(cfg):
     try:
         art = find_index(cfg)
         return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
-    except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError) as exc:
+    except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError, BadInputError) as exc:
         fail(str(exc), "run `curriculum index build` with the same profile and --set flags")
 
 
@@ -160,9 +172,13 @@ def index_build(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
     config_or_fail(profile, overrides)
     from flows.build_index import build_index
 
-    art = build_index(profile=profile, overrides=overrides or [])
+    with stage_errors(INPUT_HINT, "aborted: nothing was marked complete; rerun to resume"):
+        art = build_index(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if art.reused else f"built ({art.embedded_shards} shards embedded)"
     typer.echo(f"index {art.fingerprint}: {art.passages} passages, {state}")
+    if art.rejected or art.repaired:
+        fixed = ", ".join(f"{k} {v}" for k, v in sorted(art.repaired.items())) or "none"
+        typer.echo(f"  corpus lines rejected {art.rejected}; kept after a fix-up: {fixed}")
     typer.echo(f"  {art.dir}")
 
 
@@ -231,7 +247,8 @@ def cluster(
     config_or_fail(profile, overrides)
     from flows.cluster_corpus import cluster_corpus
 
-    res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
+    with stage_errors(INPUT_HINT):
+        res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
     sizes = res.sizes()
     typer.echo(
         f"K={res.k} clusters over {res.n_rows} passages (sizes {sizes.min()}..{sizes.max()}); "

@@ -1,13 +1,18 @@
 """What every `curriculum` sub-command shares: the --profile/--set options, the one-line
-error with a hint, and loading the configuration with that error on a bad profile or key."""
+error with a hint, loading the configuration with that error on a bad profile or key, and the
+exit codes of stage commands (0 done, 1 unexpected error, 2 bad usage or input, 130 aborted)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Annotated, NoReturn
 
 import typer
 
 from pipeline.config import ConfigError, load_config
+from pipeline.errors import BadInputError
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -18,6 +23,7 @@ SetOpt = Annotated[
 ]
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def fail(msg: str, hint: str | None = None) -> NoReturn:
@@ -35,4 +41,41 @@ def config_or_fail(profile: str, overrides: list[str] | None):
         fail(str(exc), "check the profile path and --set keys (curriculum config show)")
 
 
-__all__ = ["EXIT_USAGE", "ProfileOpt", "SetOpt", "config_or_fail", "fail"]
+@contextlib.contextmanager
+def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
+    """Run a stage command's body with the README's exit codes: bad input (BadInputError: a
+    corpus or dump line, a truncated or mislabelled file) is one line and exit 2, Ctrl-C is
+    exit 130; anything else reaches the console entry point (one line, exit 1)."""
+    try:
+        yield
+    except BadInputError as exc:
+        fail(str(exc), hint)
+    except KeyboardInterrupt:
+        typer.secho(aborted, fg="yellow", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def quiet_input_tracebacks() -> None:
+    """Log records about bad input lose their traceback (Prefect logs one per failed task and
+    flow); the CLI prints the error itself as one line. `--debug` does not call this."""
+    base = logging.getLogRecordFactory()
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = base(*args, **kwargs)
+        if record.exc_info and isinstance(record.exc_info[1], BadInputError):
+            record.exc_info = None
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "ProfileOpt",
+    "SetOpt",
+    "config_or_fail",
+    "fail",
+    "quiet_input_tracebacks",
+    "stage_errors",
+]

@@ -7,15 +7,16 @@ change builds a new one next to it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.corpus import CorpusReject, load_corpus
+from pipeline.corpus import CorpusError, CorpusReject, load_corpus
 from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_index
 from pipeline.store import read_shard, sha256_file, utcnow, write_parquet_atomic
@@ -34,6 +35,8 @@ class IndexArtifacts:
     passages: int
     reused: bool
     embedded_shards: int
+    rejected: int = 0  # corpus lines rejected (bad lines, duplicate ids)
+    repaired: dict[str, int] = field(default_factory=dict)  # lines kept after a fix-up, by kind
 
     def rejects(self) -> list[dict]:
         """Corpus lines rejected when this index was built (kept with the index)."""
@@ -83,7 +86,9 @@ class IndexNotBuiltError(RuntimeError):
 def _locate(cfg) -> tuple[Path, Path, str, str]:
     corpus_path = cfg.resolve_path(cfg.corpus.path)
     if not corpus_path.exists():
-        raise FileNotFoundError(f"corpus not found: {corpus_path} (corpus.path)")
+        raise CorpusError(f"corpus not found: {corpus_path} (corpus.path)")
+    if not corpus_path.is_file():
+        raise CorpusError(f"{corpus_path}: is a directory; corpus.path must name a file")
     corpus_sha = sha256_file(corpus_path)
     key = index_key(cfg, corpus_sha)
     return corpus_path, cfg.resolve_path(cfg.store.out_dir) / "index" / key, key, corpus_sha
@@ -98,7 +103,16 @@ def find_index(cfg) -> IndexArtifacts:
             "run `curriculum index build` first"
         )
     meta = json.loads((out / META_FILE).read_text())
-    return IndexArtifacts(out, out / PASSAGES_FILE, key, meta["count"], True, 0)
+    return IndexArtifacts(
+        out,
+        out / PASSAGES_FILE,
+        key,
+        meta["count"],
+        True,
+        0,
+        meta.get("rejected_lines", 0),
+        meta.get("repaired_lines", {}),
+    )
 
 
 def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -> IndexArtifacts:
@@ -108,14 +122,23 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
     if (out / ".complete").exists():
         log.info("index %s unchanged; reusing %s", key, out)
         return find_index(cfg)
+    fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    stats, rejects = load_corpus(
-        corpus_path,
-        passages_path,
-        cfg.corpus.format,
-        cfg.corpus.on_error,
-        cfg.corpus.error_budget,
-    )
+    try:
+        stats, rejects = load_corpus(
+            corpus_path,
+            passages_path,
+            cfg.corpus.format,
+            cfg.corpus.on_error,
+            cfg.corpus.error_budget,
+        )
+    except BaseException:
+        if fresh:  # leave no empty index directory behind a corpus that did not load
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
+    if stats.repaired:
+        log.info("corpus %s: lines kept after a fix-up: %s", corpus_path, stats.repaired)
     # Persist the rejects before the index is marked complete so a crash never loses them.
     _save_rejects(out / REJECTS_FILE, rejects, key)
     embedder = embedder or Embedder.from_config(cfg)
@@ -131,6 +154,8 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         "corpus_fingerprint": fp,
         "fingerprint": key,
         "rejected_lines": stats.rejected,
+        "duplicate_ids": stats.duplicates,
+        "repaired_lines": stats.repaired,
     }
     build_index(
         emb.shards,
@@ -144,4 +169,13 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         cfg.index.ivf_threshold,
     )
     (out / ".complete").write_text(INDEX_FILE + "\n")
-    return IndexArtifacts(out, passages_path, key, stats.passages, False, emb.embedded_shards)
+    return IndexArtifacts(
+        out,
+        passages_path,
+        key,
+        stats.passages,
+        False,
+        emb.embedded_shards,
+        stats.rejected,
+        stats.repaired,
+    )

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
+from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+
+HINT = "raise kg.error_budget to accept more bad lines, or fix or replace the file named above"
 
 kg_app = typer.Typer(
     help="Wikidata dump -> entity/edge tables -> LLM-guided subgraphs.", no_args_is_help=True
@@ -23,19 +25,18 @@ def ingest(
     ] = None,
 ) -> None:
     """Stream the dump (kg.dump_path) into entities / edges / rejects Parquet parts."""
-    from pipeline.wikidata import DumpError
     from pipeline.wikidata import ingest as run_ingest
 
     cfg = config_or_fail(profile, overrides)
-    try:
+    with stage_errors(HINT, "aborted: committed chunks are kept; rerun to resume"):
         rep = run_ingest(cfg, workers)
-    except DumpError as exc:
-        fail(str(exc), "raise kg.error_budget to accept more bad lines, or fix the dump")
     state = "unchanged, reused" if rep.reused else f"{rep.seconds:.1f}s"
     typer.echo(
         f"{rep.source_file}: {rep.lines} lines -> {rep.items} items, {rep.properties} "
         f"properties, {rep.edges} truthy edges, {rep.rejects} rejects ({state})"
     )
+    if rep.duplicates:
+        typer.echo(f"  {rep.duplicates} later copies of an entity rejected (first copy kept)")
     if rep.not_enwiki:
         typer.echo(f"  {rep.not_enwiki} items without an enwiki sitelink left out (kg.enwiki_only)")
     for what, counts in (("skipped", rep.skipped), ("statements", rep.issues)):
@@ -50,7 +51,8 @@ def extract(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = N
     config_or_fail(profile, overrides)
     from flows.extract_subgraphs import extract_subgraphs
 
-    res = extract_subgraphs(profile=profile, overrides=overrides or [])
+    with stage_errors(HINT, "aborted: committed work is kept; rerun to resume"):
+        res = extract_subgraphs(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if res.reused else "extracted"
     typer.echo(
         f"{res.subgraphs} subgraphs from {res.seeds} seeds ({res.rejected} seeds without one), "

@@ -309,11 +309,13 @@ class Store:
         """(Re)create the DuckDB views over exactly the committed shards, then views.sql.
 
         `artifacts` maps non-sharded tables (passages, entities, ...) to their current files;
-        a table with no files gets an empty view with the contract's columns.
+        a table with no files gets an empty view with the contract's columns. `kg_rejects`
+        (the Wikidata ingest's reject parts) joins the runs' rejects in the `rejects` view.
         """
         files = self.committed_files()
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
         artifacts = {"passages": [], **(artifacts or {})}
+        kg_rejects = artifacts.pop("kg_rejects", [])
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a
         # crash mid-refresh leaves the previous catalog intact.
@@ -326,6 +328,9 @@ class Store:
                         for p in files[table]:
                             check_schema(table, pq.read_schema(p), where=str(p))
                         self._create_view(con, table, files[table], hive=True)
+                    for p in kg_rejects:
+                        check_schema("rejects", pq.read_schema(p), where=str(p))
+                    self._union_kg_rejects(con, files["rejects"], kg_rejects)
                     self._create_view(con, "runs", runs, hive=False)
                     for table, paths in artifacts.items():
                         for p in paths:
@@ -341,26 +346,44 @@ class Store:
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         return self.catalog_path
 
+    @classmethod
+    def _union_kg_rejects(
+        cls, con: duckdb.DuckDBPyConnection, run_files: list[Path], kg_files: list[Path]
+    ) -> None:
+        """`rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
+        run_date), so one view answers "what input did the pipeline refuse"."""
+        cls._create_view(con, "rejects", run_files, hive=True, name="_run_rejects")
+        cls._create_view(con, "rejects", kg_files, hive=False, name="_kg_rejects")
+        con.execute(
+            "CREATE OR REPLACE VIEW rejects AS SELECT * FROM _run_rejects "
+            "UNION ALL BY NAME SELECT * FROM _kg_rejects"
+        )
+
     @staticmethod
     def _create_view(
-        con: duckdb.DuckDBPyConnection, table: str, paths: list[Path], hive: bool
+        con: duckdb.DuckDBPyConnection,
+        table: str,
+        paths: list[Path],
+        hive: bool,
+        name: str | None = None,
     ) -> None:
+        name = name or table
         if paths:
             listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
             # DuckDB guesses hive partitions from key=value directories (selector state lives
             # under iteration=0001/) and would replace typed columns with strings: say it.
             opts = f", hive_partitioning = {str(hive).lower()}, union_by_name = true"
             con.execute(
-                f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet([{listing}]{opts})"
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listing}]{opts})"
             )
             return
         # No data yet: an empty view with the contract's columns keeps dependent views valid.
         empty = pa.Table.from_pylist([], schema=schema_for(table))
         con.register("_empty_arrow", empty)
-        con.execute(f"CREATE OR REPLACE TABLE _empty_{table} AS SELECT * FROM _empty_arrow")
+        con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
         con.unregister("_empty_arrow")
         cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
-        con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT *{cols} FROM _empty_{table}")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
 
 
 def views_sql() -> str:

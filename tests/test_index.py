@@ -136,7 +136,9 @@ def test_parquet_corpus_input(tmp_path):
     items = list(iter_corpus(src))
     assert items[0].title == "T" and items[0].text == "One." and items[0].source_line == 1
     assert "missing field 'contents'" in items[1].reason and items[1].source_line == 2
-    assert "duplicate id 'a'" in items[2].reason
+    # Duplicates need the whole pass: load_corpus finds them (disk-backed), not iter_corpus.
+    stats, rejects = load_corpus(src, tmp_path / "p.parquet", on_error="reject", error_budget=1)
+    assert stats.passages == 1 and "duplicate id 'a' (first seen on line 1)" in rejects[1].reason
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.corpus import load_corpus
+from pipeline.corpus import CorpusError, load_corpus
 from pipeline.llm.chat import make_renderer, rendering
 from pipeline.store import (
     atomic_write_bytes,
@@ -106,7 +106,7 @@ def passages_path(cfg) -> tuple[Path, str]:
     """The corpus as a passages table (row order = index order), cached by corpus sha."""
     corpus = cfg.resolve_path(cfg.corpus.path)
     if not corpus.exists():
-        raise FileNotFoundError(f"corpus not found: {corpus} (corpus.path)")
+        raise CorpusError(f"corpus not found: {corpus} (corpus.path)")
     sha = sha256_file(corpus)
     path = kg_root(cfg) / "passages" / f"{sha[:16]}.parquet"
     if not path.exists():
@@ -269,13 +269,15 @@ def read_subgraphs(result: ExtractResult) -> pa.Table:
 
 
 def artifacts(cfg) -> dict[str, list[Path]]:
-    """Files for the DuckDB catalog: {'entities': [...], 'edges': [...], 'subgraphs': [...]}."""
+    """Files for the DuckDB catalog: entities, edges, subgraphs, and the ingest's rejects
+    (`kg_rejects`, shown in the catalog's `rejects` view)."""
     res = find_extract(cfg)
     _, ing_dir, _ = ingest_dir(cfg)
     return {
         "entities": [res.entities_path],
         "edges": part_files(ing_dir, "edges"),
         "subgraphs": [res.subgraphs_path],
+        "kg_rejects": part_files(ing_dir, "rejects"),
     }
 
 

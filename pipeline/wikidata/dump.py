@@ -14,14 +14,11 @@ abort the run with a message naming the file.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import itertools
 import json
 import logging
 import re
 import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -32,17 +29,21 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import IO, Any
 
+import duckdb
 import orjson
 import pyarrow as pa
 from tqdm import tqdm
 
+from pipeline.compressed import CompressedInputError, open_checked
+from pipeline.errors import BadInputError
 from pipeline.store import atomic_write_bytes, utcnow, write_parquet_atomic
 from schemas.tables import EDGES, ENTITIES, REJECTS
 
 log = logging.getLogger(__name__)
 
 # Bump when parsing semantics change: it is part of the ingest fingerprint.
-FORMAT_VERSION = "2"  # 2: repaired lines are listed in rejects
+# 2: repaired lines are listed in rejects; 3: duplicate entities and non-id edge objects rejected
+FORMAT_VERSION = "3"
 ENTITY_URI = "http://www.wikidata.org/entity/"
 GREGORIAN = "Q1985727"
 TABLE_DIRS = {"entities": ENTITIES, "edges": EDGES, "rejects": REJECTS}
@@ -57,7 +58,7 @@ _RANKS = ("preferred", "normal", "deprecated")
 _RAW_LIMIT = 2000
 
 
-class DumpError(ValueError):
+class DumpError(BadInputError):
     """A dump that cannot be ingested; the message names the file (and line, if one)."""
 
 
@@ -73,32 +74,16 @@ def open_dump(path: str | Path) -> Iterator[IO[bytes]]:
     """A byte stream of the decompressed dump, read sequentially (never the whole file).
 
     .bz2 is decompressed by lbzip2/pbzip2 in a subprocess when installed (parallel, ~10x
-    Python's bz2 module), which is the bottleneck for the 100 GB official dump otherwise.
+    Python's bz2 module), which is the bottleneck for the 100 GB official dump otherwise. A
+    truncated or corrupt stream, on either path, raises CompressedInputError naming the file.
     """
     path = Path(path)
     if not path.exists():
         raise DumpError(f"dump file not found: {path}")
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        with gzip.open(path, "rb") as fh:
-            yield fh
-    elif name.endswith(".bz2"):
-        tool = shutil.which("lbzip2") or shutil.which("pbzip2")
-        if tool is None:
-            with bz2.open(path, "rb") as fh:
-                yield fh
-            return
-        proc = subprocess.Popen([tool, "-dc", str(path)], stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        try:
-            yield proc.stdout
-        finally:
-            proc.stdout.close()
-            proc.kill()
-            proc.wait()
-    else:
-        with path.open("rb") as fh:
-            yield fh
+    if path.is_dir():
+        raise DumpError(f"{path}: is a directory; kg.dump_path must name a file")
+    with open_checked(path) as fh:
+        yield fh
 
 
 def iter_chunks(fh: IO[bytes], chunk_lines: int) -> Iterator[tuple[int, int, list[bytes]]]:
@@ -181,6 +166,9 @@ def decode_datavalue(dv: object) -> dict[str, Any]:
         if ident is None:
             raise ValueError("malformed datavalue")
         etype, eid = ident
+        if etype in _ID_RE and not _ID_RE[etype].fullmatch(eid):
+            # "", "Q-5", free text: an edge to it would join to nothing (or to the wrong node).
+            raise ValueError(f"invalid {etype} id as value")
         row["value_type"] = f"wikibase-{etype}"
         row["value"] = eid
         if etype == "item":
@@ -341,6 +329,7 @@ class ChunkResult:
     edges: int = 0
     rejects: int = 0
     not_enwiki: int = 0
+    duplicates: int = 0  # later copies of an entity already read (kept first, listed in rejects)
     skipped: dict[str, int] = field(default_factory=dict)
     issues: dict[str, int] = field(default_factory=dict)
     first_reject: tuple[int, str] | None = None
@@ -359,6 +348,13 @@ def _part(out_dir: Path, table: str, index: int) -> Path:
 
 def _marker(out_dir: Path, index: int) -> Path:
     return out_dir / "chunks" / f"{index:06d}.json"
+
+
+_IDS_SCHEMA = pa.schema([("qid", pa.string()), ("line", pa.int64())])
+
+
+def duplicate_reason(qid: str, first_line: int) -> str:
+    return f"duplicate entity {qid} (first on line {first_line}); this copy not kept"
 
 
 _REPAIRED = "empty "  # issue keys of PHP-style [] maps read as {} (see parse_entity)
@@ -385,6 +381,7 @@ def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSetti
     rejects: list[dict] = []
     skipped: Counter = Counter()
     issues: Counter = Counter()
+    first_line_of: dict[str, int] = {}  # one chunk's ids: bounded by kg.chunk_lines
     now = utcnow()
     for lineno, raw in enumerate(lines, first_line):
         line = raw.strip()
@@ -423,10 +420,17 @@ def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSetti
         if entity is None:
             skipped[skip] += 1
             continue
+        if entity["kind"] == "item" and s.enwiki_only and entity["enwiki_title"] is None:
+            res.not_enwiki += 1
+            continue
+        if entity["qid"] in first_line_of:
+            # Keep the first copy; later chunks are checked against this one after the pass.
+            res.duplicates += 1
+            reason = duplicate_reason(entity["qid"], first_line_of[entity["qid"]])
+            rejects.append(_reject_row(s, lineno, key, reason, raw, now))
+            continue
+        first_line_of[entity["qid"]] = lineno
         if entity["kind"] == "item":
-            if s.enwiki_only and entity["enwiki_title"] is None:
-                res.not_enwiki += 1
-                continue
             res.items += 1
         else:
             res.properties += 1
@@ -439,6 +443,12 @@ def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSetti
         if rows:
             tbl = pa.Table.from_pylist(rows, schema=TABLE_DIRS[table])
             write_parquet_atomic(_part(out, table, index), tbl, s.compression, s.compression_level)
+    # Entity ids with their lines, for the duplicate check across chunks after the pass.
+    ids = pa.table(
+        {"qid": list(first_line_of), "line": list(first_line_of.values())},
+        schema=_IDS_SCHEMA,
+    )
+    write_parquet_atomic(_part(out, "ids", index), ids, s.compression, s.compression_level)
     # The marker is the commit point of the chunk: written last, atomically.
     atomic_write_bytes(_marker(out, index), orjson.dumps(asdict(res)))
     return res
@@ -467,6 +477,7 @@ class IngestReport:
     edges: int = 0
     rejects: int = 0
     not_enwiki: int = 0
+    duplicates: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     issues: dict[str, int] = field(default_factory=dict)
     chunks: int = 0
@@ -486,6 +497,7 @@ class IngestReport:
         self.edges += r.edges
         self.rejects += r.rejects
         self.not_enwiki += r.not_enwiki
+        self.duplicates += r.duplicates
         self.chunks += 1
         for target, src in ((self.skipped, r.skipped), (self.issues, r.issues)):
             for k, v in src.items():
@@ -547,16 +559,24 @@ def ingest_dump(
         if report.lines >= min_lines_for_budget and report.rejects > error_budget * report.lines:
             _over_budget(path, report, first_reject, error_budget)
 
-    with open_dump(path) as fh:
-        chunks = iter_chunks(fh, chunk_lines)
-        if workers <= 1:
-            for index, first, lines in chunks:
-                prior = _load_marker(out, index)
-                report.chunks_reused += prior is not None
-                collect(prior or process_chunk(index, first, lines, settings))
-        else:
-            _run_pool(chunks, out, settings, workers, collect, report)
-    bar.close()
+    try:
+        with open_dump(path) as fh:
+            chunks = iter_chunks(fh, chunk_lines)
+            if workers <= 1:
+                for index, first, lines in chunks:
+                    prior = _load_marker(out, index)
+                    report.chunks_reused += prior is not None
+                    collect(prior or process_chunk(index, first, lines, settings))
+            else:
+                _run_pool(chunks, out, settings, workers, collect, report)
+    except CompressedInputError:
+        # The directory is keyed by the dump's bytes, which will never read to the end: its
+        # chunks can never complete an ingest, so none of them is kept.
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    finally:
+        bar.close()
+    drop_later_duplicates(out, settings, report)
     if report.lines and report.rejects > error_budget * report.lines:
         _over_budget(path, report, first_reject, error_budget)
     if report.items + report.properties == 0:
@@ -577,6 +597,92 @@ def ingest_dump(
         report.entities_per_s,
     )
     return report
+
+
+def drop_later_duplicates(out: Path, s: ChunkSettings, report: IngestReport) -> int:
+    """Remove the later copies of entities that an earlier chunk already had (keep first).
+
+    Within a chunk the worker did this already; across chunks DuckDB joins the per-chunk id
+    files on disk (bounded memory). Each affected chunk's entities and edges lose the copy, its
+    rejects gain a row naming both lines, and its marker is rewritten with the new counts, so
+    a rerun after a crash here finds nothing left to do. Returns the number removed.
+    """
+    if not any((out / "ids").glob("part-*.parquet")):
+        return 0
+    glob = str(out / "ids" / "part-*.parquet")
+    with duckdb.connect() as con:
+        con.execute("SET memory_limit = '512MB'")
+        con.execute(f"SET temp_directory = '{out / 'duckdb_tmp'}'")
+        rows = con.execute(
+            """
+            WITH ids AS (
+                SELECT qid, line,
+                       CAST(regexp_extract(filename, 'part-(\\d+)', 1) AS INTEGER) AS chunk
+                FROM read_parquet(?, filename = true)
+            ), d AS (SELECT qid, min(line) AS first_line FROM ids GROUP BY qid HAVING count(*) > 1)
+            SELECT ids.chunk, ids.qid, ids.line, d.first_line
+            FROM ids JOIN d USING (qid) WHERE ids.line > d.first_line ORDER BY ids.line
+            """,
+            [glob],
+        ).fetchall()
+    shutil.rmtree(out / "duckdb_tmp", ignore_errors=True)
+    by_chunk: dict[int, list[tuple[str, int, int]]] = {}
+    for chunk, qid, line, first in rows:
+        by_chunk.setdefault(chunk, []).append((qid, line, first))
+    for chunk, dups in by_chunk.items():
+        _drop_from_chunk(out, s, chunk, dups, report)
+    return len(rows)
+
+
+def _drop_from_chunk(
+    out: Path, s: ChunkSettings, index: int, dups: list[tuple[str, int, int]], report
+) -> None:
+    """Rewrite one chunk without the later copies. Idempotent, so a crash anywhere in here is
+    repaired by the rerun: the marker's counts are recomputed from the rewritten parts, and
+    the chunk's id file, which is what finds the copies, is rewritten last."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    qids = pa.array([q for q, _, _ in dups], pa.string())
+    lines = pa.array([ln for _, ln, _ in dups], pa.int64())
+
+    def rewrite(table: str, drop) -> pa.Table | None:
+        path = _part(out, table, index)
+        if not path.exists():
+            return None
+        tbl = pq.read_table(path)
+        tbl = tbl.filter(pc.invert(drop(tbl)))
+        write_parquet_atomic(path, tbl, s.compression, s.compression_level)
+        return tbl
+
+    ents = rewrite("entities", lambda t: pc.is_in(t["qid"], qids))
+    edges = rewrite("edges", lambda t: pc.is_in(t["subject"], qids))
+    now = utcnow()
+    new = [
+        _reject_row(s, line, qid, duplicate_reason(qid, first), b"", now)
+        for qid, line, first in dups
+    ]
+    fresh = {(n["source_line"], n["reason"]) for n in new}
+    rej_path = _part(out, "rejects", index)
+    old = pq.read_table(rej_path).to_pylist() if rej_path.exists() else []
+    rejects = [r for r in old if (r["source_line"], r["reason"]) not in fresh] + new
+    write_parquet_atomic(
+        rej_path, pa.Table.from_pylist(rejects, schema=REJECTS), s.compression, s.compression_level
+    )
+    res = _load_marker(out, index)
+    if res is not None:
+        kinds = Counter(ents["kind"].to_pylist()) if ents is not None else Counter()
+        after = {
+            "items": kinds["item"],
+            "properties": kinds["property"],
+            "edges": edges.num_rows if edges is not None else 0,
+            "duplicates": sum(r["reason"].startswith("duplicate entity") for r in rejects),
+        }
+        for name, value in after.items():
+            setattr(report, name, getattr(report, name) + value - getattr(res, name))
+            setattr(res, name, value)
+        atomic_write_bytes(_marker(out, index), orjson.dumps(asdict(res)))
+    rewrite("ids", lambda t: pc.is_in(t["line"], lines))
 
 
 def _run_pool(chunks, out: Path, settings: ChunkSettings, workers: int, collect, report) -> None:

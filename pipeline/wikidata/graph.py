@@ -20,6 +20,7 @@ with warnings.catch_warnings():  # qwikidata's typedefs use a deprecated TypedDi
     warnings.simplefilter("ignore", DeprecationWarning)
     from qwikidata.datavalue import Time
 
+from pipeline.errors import BadInputError
 from pipeline.store import conform
 from pipeline.wikidata.dump import GREGORIAN, part_files
 from schemas.tables import EDGES, ENTITIES
@@ -57,7 +58,7 @@ def read_relation_list(path: str | Path | None) -> frozenset[str]:
         return frozenset()
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"relation list not found: {path}")
+        raise BadInputError(f"relation list not found: {path}")
     out = set()
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         text = line.split("#", 1)[0].strip()
