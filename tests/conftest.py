@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # no telemetry endpoint is reachable, and a loaded 2-core runner needs > 20 s to start it.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+# Flows run against a Prefect home of this session, never the user's ~/.prefect, whose
+# database may have been migrated by another Prefect version (3.7 cannot open a 3.8 one).
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="curriculum-test-prefect-"))
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
