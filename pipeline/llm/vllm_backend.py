@@ -258,8 +258,9 @@ class VLLMGenerator:
         else:
             by_regex = {g: self._params(params, g) for g in dict.fromkeys(guides)}
             sp = [by_regex[g] for g in guides]
+        inputs = self._inputs(prompts, params.max_tokens)  # its own error is not a guide's
         try:
-            outputs = self._run(self._inputs(prompts, params.max_tokens), sp)
+            outputs = self._run(inputs, sp)
         except ValueError as exc:
             if guides is None:
                 raise
