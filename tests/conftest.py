@@ -144,15 +144,18 @@ def vllm_test_config():
     """The embedded profile on vLLM: its own CPU settings (eager, 4k context, 2 GiB KV)."""
     from pipeline.config import load_config
 
-    return load_config(None, ["llm.backend=vllm"]).llm
+    return load_config(None, ["llm.backend=vllm"])
 
 
 @pytest.fixture(scope="session")
 def vllm_llm():
-    """The real offline vLLM engine serving the embedded model in a spawned engine core."""
-    from pipeline.llm.vllm_backend import VLLMGenerator, shutdown_engines
+    """The real offline vLLM engine serving the embedded model in a spawned engine core; a
+    nightly run in this process on the embedded profile with llm.backend=vllm shares it."""
+    from pipeline.llm import make_backend
+    from pipeline.llm.vllm_backend import shutdown_engines
 
-    yield VLLMGenerator.from_config(vllm_test_config())
+    cfg = vllm_test_config()
+    yield make_backend(cfg.llm, seed=cfg.seed)
     shutdown_engines()  # while pytest's output streams are still open
 
 
@@ -161,9 +164,11 @@ def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the embedded model on 127.0.0.1, named as the pipeline names it."""
     import sys
 
+    from pipeline.llm.vllm_backend import engine_settings, serve_flags
     from pipeline.models import resolve_llm
 
-    cfg = vllm_test_config()
+    full = vllm_test_config()
+    cfg = full.llm
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # `vllm serve` on GPU hosts; the CPU wheel's `vllm` command looks up a distribution named
@@ -171,9 +176,16 @@ def vllm_server(tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     cmd += ["--model", resolve_llm(cfg.model, cfg.cache_dir), "--served-model-name", cfg.model]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--dtype", cfg.dtype, "--max-model-len", str(cfg.max_model_len), "--enforce-eager"]
-    cmd += ["--kv-cache-memory-bytes", str(int(cfg.kv_cache_gib * 2**30)), "--seed", "0"]
-    cmd += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    settings = engine_settings(
+        on_cpu=True,
+        dtype=cfg.dtype,
+        seed=full.seed,
+        enforce_eager=cfg.enforce_eager,
+        max_model_len=cfg.max_model_len,
+        kv_cache_gib=cfg.kv_cache_gib,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+    )
+    cmd += serve_flags(settings)  # the offline engine's settings, as `vllm serve` flags
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, env, timeout=420)

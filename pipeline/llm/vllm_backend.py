@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import BadInputError
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
@@ -39,13 +40,18 @@ INSTALL_HINT = (
 )
 _STATS = ("generate_s", "prompt_tokens", "cached_prompt_tokens", "generated_tokens", "rows")
 _ENGINES: dict[tuple, Any] = {}
+_ENGINE_STATS: dict[int, dict[str, float]] = {}  # id(engine) -> its cumulative counters
 
 
-class VLLMModelError(RuntimeError):
-    """The engine could not be started for the configured model (named in the message)."""
+class VLLMModelError(BadInputError):
+    """The engine could not be started for the configured model (named in the message); a
+    configuration problem, so the CLI prints one line and no task retries it."""
 
 
 def import_vllm():
+    # vLLM logs to stdout by default, where the CLI prints its results: send them to stderr
+    # (read when vLLM configures logging on first import).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     try:
         import vllm
     except ImportError as exc:
@@ -81,16 +87,71 @@ def sum_prompt_logprobs(prompt_logprobs: Sequence[Any], token_ids: Sequence[int]
     return total
 
 
+def engine_settings(
+    *,
+    on_cpu: bool,
+    max_model_len: int | None,
+    kv_cache_gib: float | None,
+    max_num_batched_tokens: int | None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """`vllm.LLM` keyword arguments for the `llm.*` settings.
+
+    - Guided decoding runs on llguidance: xgrammar compiles a regex's bounded repeats (the
+      proposer's `[^<]{0,199}` fields) eagerly and timed out, which killed the engine core;
+      llguidance builds the automaton lazily.
+    - On CPU no prompt is split across engine steps (chunked prefill off): vLLM rewinds a seeded
+      request's generator after a partial prefill with `Generator.set_offset`, which only CUDA
+      generators have ("CPU Generator does not use offset" killed the engine core). A step then
+      must hold a whole prompt, so `max_num_batched_tokens` is at least `max_model_len`.
+    """
+    kwargs: dict[str, Any] = {**settings, "structured_outputs_config": {"backend": "guidance"}}
+    if max_model_len is not None:
+        kwargs["max_model_len"] = max_model_len
+    if kv_cache_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+    if on_cpu:
+        kwargs["enable_chunked_prefill"] = False
+        if max_num_batched_tokens is not None and max_model_len is None:
+            raise BadInputError(
+                "on CPU, llm.max_num_batched_tokens needs llm.max_model_len (a step must hold "
+                "a whole prompt); set both or leave llm.max_num_batched_tokens null"
+            )
+        if max_num_batched_tokens is not None and max_num_batched_tokens < max_model_len:
+            raise BadInputError(
+                f"on CPU, llm.max_num_batched_tokens ({max_num_batched_tokens}) must be at "
+                f"least llm.max_model_len ({max_model_len}): a step must hold a whole prompt "
+                "(vLLM cannot split seeded prompts on CPU); set it higher or null"
+            )
+    if max_num_batched_tokens is not None:
+        kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+    return kwargs
+
+
+def serve_flags(settings: dict[str, Any]) -> list[str]:
+    """`vllm serve` flags for `engine_settings()`, so a served engine runs as the offline one."""
+    import json
+
+    flags = []
+    for key, value in sorted(settings.items()):
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        else:
+            flags += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return flags
+
+
 def engine(model: str, cache_dir: str, **engine_kwargs: Any):
     """The process's `vllm.LLM` for this model and settings, started on first use.
 
     On CPU the engine core is a spawned process that takes its thread count from
     OMP_NUM_THREADS (vLLM falls back to one thread without it): default it to every core this
-    process may use.
+    process may use. The settings are `engine_settings()`'s.
     """
     from pipeline.models import resolve_llm
 
-    key = (model, cache_dir, tuple(sorted(engine_kwargs.items())))
+    key = (model, cache_dir, repr(sorted(engine_kwargs.items())))
     if key in _ENGINES:
         return _ENGINES[key]
     vllm = import_vllm()
@@ -116,6 +177,7 @@ def engine(model: str, cache_dir: str, **engine_kwargs: Any):
 
 def shutdown_engines() -> None:
     """Stop every engine core this process started (vLLM would do it at interpreter exit)."""
+    _ENGINE_STATS.clear()
     while _ENGINES:
         _, llm = _ENGINES.popitem()
         llm.llm_engine.engine_core.shutdown()
@@ -140,20 +202,21 @@ class VLLMGenerator:
         enable_prefix_caching: bool = True,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
     ) -> None:
-        kwargs: dict[str, Any] = {
-            "tensor_parallel_size": tensor_parallel_size,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "dtype": dtype,
-            "seed": seed,
-            "enforce_eager": enforce_eager,
-            "enable_prefix_caching": enable_prefix_caching,
-        }
-        if max_model_len is not None:
-            kwargs["max_model_len"] = max_model_len
-        if kv_cache_gib is not None:
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
-        if max_num_batched_tokens is not None:
-            kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+        import_vllm()
+        from vllm.platforms import current_platform
+
+        kwargs = engine_settings(
+            on_cpu=current_platform.is_cpu(),
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            seed=seed,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            max_model_len=max_model_len,
+            kv_cache_gib=kv_cache_gib,
+            max_num_batched_tokens=max_num_batched_tokens,
+        )
         self.llm = engine(model, cache_dir, **kwargs)
         import vllm
         from vllm.exceptions import VLLMValidationError
@@ -166,8 +229,9 @@ class VLLMGenerator:
         self.max_prompt_tokens = max_prompt_tokens
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
-        # Cumulative counters for benchmarks and the prefix-cache share.
-        self.stats: dict[str, float] = dict.fromkeys(_STATS, 0)
+        # Cumulative counters for benchmarks and the prefix-cache share; they are the engine's,
+        # so every generator over it (the KG stage's, the generation stage's) adds to them.
+        self.stats = _ENGINE_STATS.setdefault(id(self.llm), dict.fromkeys(_STATS, 0))
 
     @classmethod
     def from_config(cls, llm, seed: int = 0) -> VLLMGenerator:
