@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.errors import HintedError
 from pipeline.readonly_sql import (
     UnsafeSQLError,
     connect_audit,
@@ -25,8 +26,10 @@ from pipeline.readonly_sql import (
 )
 
 
-class AuditError(RuntimeError):
-    """An audit that cannot run: unknown name or run, a catalog without the audit views."""
+class AuditError(HintedError, RuntimeError):
+    """An audit that cannot run: unknown name or run, a catalog without the audit views, a
+    query that fails. Only an unknown name hints at `--list`; a failing query's message is
+    DuckDB's error, which says what to fix."""
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,10 @@ def run_audit(catalog: str | Path, name: str, run_id: str | None = None) -> Audi
     """Run the named audit (optionally for one run) against the catalog, read-only."""
     audit = AUDITS.get(name)
     if audit is None:
-        raise AuditError(f"unknown audit {name!r}; known: {', '.join(AUDITS)}")
+        raise AuditError(
+            f"unknown audit {name!r}; known: {', '.join(AUDITS)}",
+            hint="curriculum audit --list shows the audits and what each checks",
+        )
     # Registry SQL is ours, but it takes the same gate as an auditor's file.
     checked = [(t, read_only_statements(q, where=f"audit {name}")) for t, q in audit.queries]
     with connect_audit(catalog) as con:

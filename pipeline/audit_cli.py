@@ -112,12 +112,10 @@ def audit(
             _print_tables(run_sql_file(catalog, sql_file), fmt)
             return
         result = run_audit(catalog, name, run_id)
-    except UnsafeSQLError as exc:  # parser errors carry a multi-line caret display
-        fail(first_line(exc), "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)")
+    except (UnsafeSQLError, AuditError) as exc:  # DuckDB's errors carry a caret display
+        fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
-    except AuditError as exc:
-        fail(str(exc), "curriculum audit --list shows the audits")
     _print_tables(result.tables, fmt)
     # Keep stdout clean for piping; the verdict goes to stderr there.
     if result.passed is not None:  # report-only audits have no verdict to print

@@ -99,7 +99,7 @@ def nightly(
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except BadInputError as exc:
-        fail(str(exc), INPUT_HINT)
+        fail(str(exc), exc.hint or INPUT_HINT)
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "
@@ -138,7 +138,14 @@ def sql(
     overrides: SetOpt = None,
 ) -> None:
     """Run a read-only SQL query against the DuckDB catalog and print the result."""
-    from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
+    import duckdb
+
+    from pipeline.readonly_sql import (
+        UnsafeSQLError,
+        connect_audit,
+        first_line,
+        read_only_statements,
+    )
     from pipeline.store import StoreError
 
     cfg = config_or_fail(profile, overrides)
@@ -146,12 +153,15 @@ def sql(
         statements = read_only_statements(query, where="query")
         con = connect_audit(cfg.resolve_path(cfg.store.catalog))
     except UnsafeSQLError as exc:
-        fail(str(exc), "use `curriculum export` to write datasets")
+        fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
     with con:
-        for statement in statements:
-            con.sql(statement).show(max_width=200)
+        for i, statement in enumerate(statements, 1):
+            try:
+                con.sql(statement).show(max_width=200)
+            except duckdb.Error as exc:  # the user's SQL, not a bug: DuckDB's message says it
+                fail(f"query: statement {i}: {first_line(exc)}")
 
 
 def _retriever(cfg):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.errors import HintedError
 from pipeline.store import connect_readonly
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
@@ -34,8 +35,15 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class UnsafeSQLError(ValueError):
-    """A statement that could write, or SQL that does not parse; the message names it."""
+class UnsafeSQLError(HintedError, ValueError):
+    """A statement that could write, or SQL that does not parse; the message names it (a
+    parse error's message is DuckDB's own, so only a refused statement carries a hint)."""
+
+
+WRITE_HINT = (
+    "the catalog is only read here: use SELECT / EXPLAIN (and WITH ... SELECT); "
+    "`curriculum export` writes datasets"
+)
 
 
 def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
@@ -54,7 +62,8 @@ def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
             if problem:
                 raise UnsafeSQLError(
                     f"{where}: statement {i} is {problem} ({st.query.strip()[:60]!r}); "
-                    "only SELECT / EXPLAIN queries run against the catalog"
+                    "only SELECT / EXPLAIN queries run against the catalog",
+                    hint=WRITE_HINT,
                 )
             out.append(st.query)
         return out
