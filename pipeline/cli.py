@@ -11,11 +11,13 @@ import typer
 
 from pipeline.audit_cli import audit as audit_command
 from pipeline.cli_common import (
+    LimitOpt,
     ProfileOpt,
     SetOpt,
     config_or_fail,
     fail,
     quiet_input_tracebacks,
+    sql_limits,
     stage_errors,
 )
 from pipeline.config import ConfigError, load_config
@@ -23,6 +25,7 @@ from pipeline.errors import BadInputError
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
 from pipeline.report_cli import report as report_command
+from pipeline.sql_output import Format, print_tables
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -134,12 +137,20 @@ def nightly(
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL to run against the catalog (read-only).")],
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
+    ] = Format.table,
+    limit: LimitOpt = None,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
-    """Run a read-only SQL query against the DuckDB catalog and print the result."""
+    """Run read-only SQL against the DuckDB catalog and print the result.
+
+    Each statement runs under the sql.* limits (time, memory, printed rows); a statement past
+    one fails naming it, exit 2, as does a statement DuckDB rejects."""
     import duckdb
 
+    from pipeline.bounded_sql import SQLLimitError, fetch_table
     from pipeline.readonly_sql import (
         UnsafeSQLError,
         connect_audit,
@@ -149,19 +160,25 @@ def sql(
     from pipeline.store import StoreError
 
     cfg = config_or_fail(profile, overrides)
+    limits = sql_limits(cfg, limit)
     try:
         statements = read_only_statements(query, where="query")
-        con = connect_audit(cfg.resolve_path(cfg.store.catalog))
+        con = connect_audit(cfg.resolve_path(cfg.store.catalog), limits)
     except UnsafeSQLError as exc:
         fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+    tables = []
     with con:
         for i, statement in enumerate(statements, 1):
+            where = f"query: statement {i}"
             try:
-                con.sql(statement).show(max_width=200)
+                tables.append(fetch_table(con, f"statement {i}", statement, limits, where=where))
+            except SQLLimitError as exc:
+                fail(str(exc), exc.hint)
             except duckdb.Error as exc:  # the user's SQL, not a bug: DuckDB's message says it
-                fail(f"query: statement {i}: {first_line(exc)}")
+                fail(f"{where}: {first_line(exc)}")
+    print_tables(tables, fmt)
 
 
 def _retriever(cfg):

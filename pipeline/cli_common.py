@@ -21,6 +21,10 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
 ]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, help="Rows printed per query (default: sql.max_rows)."),
+]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -32,6 +36,11 @@ def fail(msg: str, hint: str | None = None) -> NoReturn:
     if hint:
         typer.echo(f"hint: {hint}", err=True)
     raise typer.Exit(EXIT_USAGE)
+
+
+def sql_limits(cfg, limit: int | None):
+    """The `sql:` limits of a catalog query command, with --limit over sql.max_rows."""
+    return cfg.sql if limit is None else cfg.sql.model_copy(update={"max_rows": limit})
 
 
 def config_or_fail(profile: str, overrides: list[str] | None):
@@ -73,10 +82,12 @@ def quiet_input_tracebacks() -> None:
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "LimitOpt",
     "ProfileOpt",
     "SetOpt",
     "config_or_fail",
     "fail",
     "quiet_input_tracebacks",
+    "sql_limits",
     "stage_errors",
 ]

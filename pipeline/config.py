@@ -201,6 +201,24 @@ class StoreConfig(_Section):
     compression_level: int = 3
 
 
+# A DuckDB size ("2GB", "512MiB") or a share of the machine's memory ("25%").
+_DUCKDB_SIZE = r"(?i)^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|%)\s*$"
+
+
+class SQLConfig(_Section):
+    """Limits on auditors' queries (`curriculum sql`, `curriculum audit`)."""
+
+    # Per statement, from its start to its last fetched row; the statement is interrupted.
+    timeout_s: float = Field(300.0, gt=0)
+    # DuckDB's memory_limit; work past it spills to disk (next to the catalog) up to
+    # max_temp_size, then the query fails naming the limit.
+    memory_limit: str = Field("2GB", pattern=_DUCKDB_SIZE)
+    max_temp_size: str = Field("4GB", pattern=_DUCKDB_SIZE)
+    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores)
+    # Rows printed per statement (fetched in batches; the rest is never materialised).
+    max_rows: int = Field(1000, ge=1)
+
+
 class PipelineConfig(_Section):
     profile: str = "embedded"
     seed: int = 20260101
@@ -215,6 +233,7 @@ class PipelineConfig(_Section):
     verifier: VerifierConfig = VerifierConfig()
     rewards: RewardConfig = RewardConfig()
     store: StoreConfig = StoreConfig()
+    sql: SQLConfig = SQLConfig()
 
     @field_validator("profile")
     @classmethod
