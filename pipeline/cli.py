@@ -82,15 +82,23 @@ def nightly(
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
     run_id: Annotated[
-        str | None, typer.Option(help="Name of the run; reuse it to resume after a crash.")
+        str | None,
+        typer.Option(
+            help="Name of the run (new or to resume). Default: resume the latest run of this "
+            "configuration if it did not complete, else a new <date>-<profile>-<hash> run."
+        ),
     ] = None,
 ) -> None:
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     cfg = config_or_fail(profile, overrides)
     from pipeline.run_control import RunInProgressError, store_run_lock
-    from pipeline.runs import default_run_id
+    from pipeline.runs import choose_run
+    from pipeline.store import Store
 
-    run_id = run_id or default_run_id(cfg)
+    choice = choose_run(Store.from_config(cfg), cfg, run_id)
+    run_id = choice.run_id
+    if choice.message():
+        typer.secho(choice.message(), fg="yellow", err=True)
     try:
         # Fail in a second, before importing Prefect and starting its server; the flow then
         # holds the lock for the whole run.
