@@ -130,3 +130,19 @@ def test_cli_names_the_time_limit_and_notes_the_row_cap(catalog):
     undecodable = os.fsdecode(b"SELECT '\xff'")  # what a non-UTF-8 argument becomes
     bad = cli("sql", undecodable, "--set", cat)
     assert bad.returncode == 2 and "not valid UTF-8" in bad.stderr
+
+
+def test_a_cut_audit_listing_keeps_its_verdict_and_counts_at_least(tmp_path):
+    from pipeline.audit import AUDITS, run_audit
+    from pipeline.bounded_sql import Table
+
+    cut = Table("evidence mismatches", ["record_id"], [("r1",), ("r2",)], truncated=True)
+    assert AUDITS["evidence"].rule([cut]).startswith("at least 2 verbatim record(s)")
+    whole = Table("evidence mismatches", ["record_id"], [("r1",), ("r2",)])
+    assert AUDITS["evidence"].rule([whole]).startswith("2 verbatim record(s)")
+    # Every named audit runs under the limits (an empty real catalog).
+    from pipeline.store import Store
+
+    catalog = Store(tmp_path / "out", tmp_path / "out" / "c.duckdb").refresh_catalog()
+    for name in AUDITS:
+        assert run_audit(catalog, name, limits=SQLConfig(max_rows=1, timeout_s=30)).exit_code == 0
