@@ -14,7 +14,7 @@ from flows.report import report_task
 from flows.retry import RETRY
 from pipeline.config import load_config
 from pipeline.run_control import StopRequest, store_run_lock
-from pipeline.runs import default_run_id
+from pipeline.runs import choose_run
 from pipeline.stages import (
     RunSummary,
     feedback_stage,
@@ -23,6 +23,7 @@ from pipeline.stages import (
     kg_stage,
     land_stage,
 )
+from pipeline.store import Store
 
 
 @task(name="index", **RETRY)
@@ -89,9 +90,13 @@ def nightly(
     overrides: list[str] | None = None,
     run_id: str | None = None,
 ) -> RunSummary:
-    """One self-evolution iteration on the configured corpus; rerun with the same id resumes."""
+    """One self-evolution iteration on the configured corpus; rerun with the same id resumes
+    (without one, the latest run of this configuration resumes if it did not complete)."""
     cfg = load_config(profile, overrides or [])
-    run_id = run_id or default_run_id(cfg)
+    choice = choose_run(Store.from_config(cfg), cfg, run_id)
+    run_id = choice.run_id
+    if choice.message():
+        get_run_logger().warning(choice.message())
     get_run_logger().info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
     stop = StopRequest()
     # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
+from pipeline.bounded_sql import SQLLimitError, Table, fetch_table
+from pipeline.config import SQLConfig
+from pipeline.errors import HintedError
 from pipeline.readonly_sql import (
     UnsafeSQLError,
     connect_audit,
@@ -25,24 +27,10 @@ from pipeline.readonly_sql import (
 )
 
 
-class AuditError(RuntimeError):
-    """An audit that cannot run: unknown name or run, a catalog without the audit views."""
-
-
-@dataclass(frozen=True)
-class Table:
-    """One query result."""
-
-    title: str
-    columns: list[str]
-    rows: list[tuple]
-
-    def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
-
-    def column(self, name: str) -> list[Any]:
-        i = self.columns.index(name)
-        return [r[i] for r in self.rows]
+class AuditError(HintedError, RuntimeError):
+    """An audit that cannot run: unknown name or run, a catalog without the audit views, a
+    query that fails. Only an unknown name hints at `--list`; a failing query's message is
+    DuckDB's error, which says what to fix."""
 
 
 @dataclass(frozen=True)
@@ -72,20 +60,28 @@ class Audit:
     ok_message: str = field(default="")
 
 
+def _count(n: int, table: Table) -> str:
+    """A count of listed rows: a lower bound when the listing was cut at sql.max_rows."""
+    return f"at least {n}" if table.truncated else str(n)
+
+
 def _evidence_rule(tables: list[Table]) -> str | None:
     bad = tables[0]
     if not bad.rows:
         return None
     ids = ", ".join(bad.column("record_id")[:5]) + (" ..." if len(bad.rows) > 5 else "")
-    return f"{len(bad.rows)} verbatim record(s) whose span is not its source slice: {ids}"
+    n = _count(len(bad.rows), bad)
+    return f"{n} verbatim record(s) whose span is not its source slice: {ids}"
 
 
 def _leakage_rule(tables: list[Table]) -> str | None:
+    # Valid records come first, so a listing cut at sql.max_rows keeps them.
     valid = [r for r in tables[0].records() if r["is_valid"]]
     if not valid:
         return None
     ids = ", ".join(r["record_id"] for r in valid[:5]) + (" ..." if len(valid) > 5 else "")
-    return f"{len(valid)} valid record(s) whose answer occurs in the question: {ids}"
+    n = _count(len(valid), tables[0])
+    return f"{n} valid record(s) whose answer occurs in the question: {ids}"
 
 
 def _runs_rule(tables: list[Table]) -> str | None:
@@ -283,15 +279,6 @@ def list_audits() -> list[tuple[str, str]]:
     return [(a.name, a.description) for a in AUDITS.values()]
 
 
-def _fetch(
-    con: duckdb.DuckDBPyConnection, title: str, sql: str, params: dict[str, Any] | None = None
-) -> Table:
-    cur = con.execute(sql, params) if params else con.execute(sql)
-    if cur.description is None:  # e.g. an EXPLAIN with nothing to show
-        return Table(title, [], [])
-    return Table(title, [d[0] for d in cur.description], cur.fetchall())
-
-
 def _known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute(
         "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum ORDER BY 1"
@@ -299,21 +286,28 @@ def _known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in rows]
 
 
-def run_audit(catalog: str | Path, name: str, run_id: str | None = None) -> AuditResult:
-    """Run the named audit (optionally for one run) against the catalog, read-only."""
+def run_audit(
+    catalog: str | Path, name: str, run_id: str | None = None, limits: SQLConfig | None = None
+) -> AuditResult:
+    """Run the named audit (optionally for one run) against the catalog, read-only, under
+    `limits` (default: the `sql:` section's defaults)."""
+    limits = limits or SQLConfig()
     audit = AUDITS.get(name)
     if audit is None:
-        raise AuditError(f"unknown audit {name!r}; known: {', '.join(AUDITS)}")
+        raise AuditError(
+            f"unknown audit {name!r}; known: {', '.join(AUDITS)}",
+            hint="curriculum audit --list shows the audits and what each checks",
+        )
     # Registry SQL is ours, but it takes the same gate as an auditor's file.
     checked = [(t, read_only_statements(q, where=f"audit {name}")) for t, q in audit.queries]
-    with connect_audit(catalog) as con:
+    with connect_audit(catalog, limits) as con:
         try:
             if run_id is not None and run_id not in (known := _known_runs(con)):
                 raise AuditError(
                     f"no run {run_id!r} in {catalog}; runs: {', '.join(known) or 'none'}"
                 )
             tables = [
-                _fetch(con, title, stmt, {"run_id": run_id})
+                fetch_table(con, title, stmt, limits, {"run_id": run_id}, f"audit {name}: {title}")
                 for title, stmts in checked
                 for stmt in stmts
             ]
@@ -334,21 +328,28 @@ def run_audit(catalog: str | Path, name: str, run_id: str | None = None) -> Audi
     return AuditResult(name, audit.description, tables, passed, message)
 
 
-def run_sql_file(catalog: str | Path, path: str | Path) -> list[Table]:
-    """Run an auditor's SQL file: every statement is checked read-only before any runs."""
+def run_sql_file(
+    catalog: str | Path, path: str | Path, limits: SQLConfig | None = None
+) -> list[Table]:
+    """Run an auditor's SQL file: every statement is checked read-only before any runs, and
+    each runs under `limits` (default: the `sql:` section's defaults)."""
+    limits = limits or SQLConfig()
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise AuditError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
     statements = read_only_statements(text, where=str(path))
     tables = []
-    with connect_audit(catalog) as con:
+    with connect_audit(catalog, limits) as con:
         for i, stmt in enumerate(statements, 1):
+            title, where = f"{path.name} statement {i}", f"{path}: statement {i}"
             try:
-                tables.append(_fetch(con, f"{path.name} statement {i}", stmt))
+                tables.append(fetch_table(con, title, stmt, limits, where=where))
             except duckdb.Error as exc:
-                raise AuditError(f"{path}: statement {i}: {first_line(exc)}") from exc
+                raise AuditError(f"{where}: {first_line(exc)}") from exc
     return tables
 
 
@@ -357,6 +358,7 @@ __all__ = [
     "Audit",
     "AuditError",
     "AuditResult",
+    "SQLLimitError",
     "Table",
     "UnsafeSQLError",
     "list_audits",

@@ -7,58 +7,12 @@ curriculum audit --sql checks.sql       an auditor's SELECT / EXPLAIN statements
 
 from __future__ import annotations
 
-import csv
-import io
-import sys
-from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
-
-
-class Format(StrEnum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
-def _cell(v: Any) -> str:
-    return "NULL" if v is None else str(v)
-
-
-def _print_tables(tables, fmt: Format) -> None:
-    if fmt is Format.json:
-        import orjson
-
-        doc = [{"title": t.title, "columns": t.columns, "rows": t.records()} for t in tables]
-        opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-        typer.echo(orjson.dumps(doc if len(doc) != 1 else doc[0], default=str, option=opts))
-        return
-    if fmt is Format.csv:
-        for i, t in enumerate(tables):
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            if len(tables) > 1:
-                buf.write(("\n" if i else "") + f"# {t.title}\n")
-            w.writerow(t.columns)
-            w.writerows(["" if v is None else v for v in r] for r in t.rows)
-            typer.echo(buf.getvalue(), nl=False)
-        return
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    for t in tables:
-        table = RichTable(title=t.title, title_justify="left", show_lines=False)
-        for c in t.columns:
-            table.add_column(c, overflow="fold")
-        for r in t.rows:
-            table.add_row(*(_cell(v) for v in r))
-        console.print(table)
-        if not t.rows:
-            console.print("  (no rows)")
+from pipeline.cli_common import LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
+from pipeline.sql_output import Format, print_tables
 
 
 def audit(
@@ -77,14 +31,16 @@ def audit(
     fmt: Annotated[
         Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
     ] = Format.table,
+    limit: LimitOpt = None,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
     """Run a named audit or an ad-hoc SQL file against the catalog (read-only).
 
     Exit code 0 when the audit passes or only reports, 1 when its rule fails, 2 on an error
-    (unknown audit or run, a statement that could write, no catalog)."""
-    from pipeline.audit import AuditError, list_audits, run_audit, run_sql_file
+    (unknown audit or run, a statement that could write or fails, a query past an sql.*
+    limit, no catalog)."""
+    from pipeline.audit import AuditError, SQLLimitError, list_audits, run_audit, run_sql_file
     from pipeline.readonly_sql import UnsafeSQLError, first_line
     from pipeline.store import StoreError
 
@@ -96,7 +52,7 @@ def audit(
         else:
             from pipeline.audit import Table
 
-            _print_tables([Table("audits", ["name", "description"], list_audits())], fmt)
+            print_tables([Table("audits", ["name", "description"], list_audits())], fmt)
         return
     if (name is None) == (sql_file is None):
         fail(
@@ -107,18 +63,17 @@ def audit(
         fail("--run-id applies to named audits", "filter on run_id inside the SQL file")
     cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
+    limits = sql_limits(cfg, limit)
     try:
         if sql_file is not None:
-            _print_tables(run_sql_file(catalog, sql_file), fmt)
+            print_tables(run_sql_file(catalog, sql_file, limits), fmt)
             return
-        result = run_audit(catalog, name, run_id)
-    except UnsafeSQLError as exc:  # parser errors carry a multi-line caret display
-        fail(first_line(exc), "audits only read: use SELECT / EXPLAIN (and WITH ... SELECT)")
+        result = run_audit(catalog, name, run_id, limits)
+    except (UnsafeSQLError, AuditError, SQLLimitError) as exc:  # DuckDB's: a caret display
+        fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
-    except AuditError as exc:
-        fail(str(exc), "curriculum audit --list shows the audits")
-    _print_tables(result.tables, fmt)
+    print_tables(result.tables, fmt)
     # Keep stdout clean for piping; the verdict goes to stderr there.
     if result.passed is not None:  # report-only audits have no verdict to print
         color = "green" if result.passed else "red"

@@ -11,11 +11,13 @@ import typer
 
 from pipeline.audit_cli import audit as audit_command
 from pipeline.cli_common import (
+    LimitOpt,
     ProfileOpt,
     SetOpt,
     config_or_fail,
     fail,
     quiet_input_tracebacks,
+    sql_limits,
     stage_errors,
 )
 from pipeline.config import ConfigError, load_config
@@ -23,6 +25,7 @@ from pipeline.errors import BadInputError
 from pipeline.export_cli import export
 from pipeline.kg_cli import kg_app
 from pipeline.report_cli import report as report_command
+from pipeline.sql_output import Format, print_tables
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -79,15 +82,23 @@ def nightly(
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
     run_id: Annotated[
-        str | None, typer.Option(help="Name of the run; reuse it to resume after a crash.")
+        str | None,
+        typer.Option(
+            help="Name of the run (new or to resume). Default: resume the latest run of this "
+            "configuration if it did not complete, else a new <date>-<profile>-<hash> run."
+        ),
     ] = None,
 ) -> None:
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     cfg = config_or_fail(profile, overrides)
     from pipeline.run_control import RunInProgressError, store_run_lock
-    from pipeline.runs import default_run_id
+    from pipeline.runs import choose_run
+    from pipeline.store import Store
 
-    run_id = run_id or default_run_id(cfg)
+    choice = choose_run(Store.from_config(cfg), cfg, run_id)
+    run_id = choice.run_id
+    if choice.message():
+        typer.secho(choice.message(), fg="yellow", err=True)
     try:
         # Fail in a second, before importing Prefect and starting its server; the flow then
         # holds the lock for the whole run.
@@ -99,7 +110,7 @@ def nightly(
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except BadInputError as exc:
-        fail(str(exc), INPUT_HINT)
+        fail(str(exc), exc.hint or INPUT_HINT)
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "
@@ -134,24 +145,48 @@ def nightly(
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL to run against the catalog (read-only).")],
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
+    ] = Format.table,
+    limit: LimitOpt = None,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
-    """Run a read-only SQL query against the DuckDB catalog and print the result."""
-    from pipeline.readonly_sql import UnsafeSQLError, connect_audit, read_only_statements
+    """Run read-only SQL against the DuckDB catalog and print the result.
+
+    Each statement runs under the sql.* limits (time, memory, printed rows); a statement past
+    one fails naming it, exit 2, as does a statement DuckDB rejects."""
+    import duckdb
+
+    from pipeline.bounded_sql import SQLLimitError, fetch_table
+    from pipeline.readonly_sql import (
+        UnsafeSQLError,
+        connect_audit,
+        first_line,
+        read_only_statements,
+    )
     from pipeline.store import StoreError
 
     cfg = config_or_fail(profile, overrides)
+    limits = sql_limits(cfg, limit)
     try:
         statements = read_only_statements(query, where="query")
-        con = connect_audit(cfg.resolve_path(cfg.store.catalog))
+        con = connect_audit(cfg.resolve_path(cfg.store.catalog), limits)
     except UnsafeSQLError as exc:
-        fail(str(exc), "use `curriculum export` to write datasets")
+        fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+    tables = []
     with con:
-        for statement in statements:
-            con.sql(statement).show(max_width=200)
+        for i, statement in enumerate(statements, 1):
+            where = f"query: statement {i}"
+            try:
+                tables.append(fetch_table(con, f"statement {i}", statement, limits, where=where))
+            except SQLLimitError as exc:
+                fail(str(exc), exc.hint)
+            except duckdb.Error as exc:  # the user's SQL, not a bug: DuckDB's message says it
+                fail(f"{where}: {first_line(exc)}")
+    print_tables(tables, fmt)
 
 
 def _retriever(cfg):

@@ -21,6 +21,10 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
 ]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, help="Rows printed per query (default: sql.max_rows)."),
+]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -34,6 +38,11 @@ def fail(msg: str, hint: str | None = None) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+def sql_limits(cfg, limit: int | None):
+    """The `sql:` limits of a catalog query command, with --limit over sql.max_rows."""
+    return cfg.sql if limit is None else cfg.sql.model_copy(update={"max_rows": limit})
+
+
 def config_or_fail(profile: str, overrides: list[str] | None):
     try:
         return load_config(profile, overrides or [])
@@ -45,11 +54,12 @@ def config_or_fail(profile: str, overrides: list[str] | None):
 def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
     """Run a stage command's body with the README's exit codes: bad input (BadInputError: a
     corpus or dump line, a truncated or mislabelled file) is one line and exit 2, Ctrl-C is
-    exit 130; anything else reaches the console entry point (one line, exit 1)."""
+    exit 130; anything else reaches the console entry point (one line, exit 1). `hint` is
+    for errors that carry none of their own."""
     try:
         yield
     except BadInputError as exc:
-        fail(str(exc), hint)
+        fail(str(exc), exc.hint or hint)
     except KeyboardInterrupt:
         typer.secho(aborted, fg="yellow", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -72,10 +82,12 @@ def quiet_input_tracebacks() -> None:
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "LimitOpt",
     "ProfileOpt",
     "SetOpt",
     "config_or_fail",
     "fail",
     "quiet_input_tracebacks",
+    "sql_limits",
     "stage_errors",
 ]

@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 
+# Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
+# form cannot see: a new meaning for an existing setting, or a changed default value.
+CONFIG_HASH_VERSION = 2
+# Sections that cannot change what a run computes, left out of the hash.
+UNHASHED_SECTIONS = frozenset({"sql"})
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -201,6 +207,25 @@ class StoreConfig(_Section):
     compression_level: int = 3
 
 
+# A DuckDB size ("2GB", "512MiB") or a share of the machine's memory ("25%").
+_DUCKDB_SIZE = r"(?i)^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|%)\s*$"
+
+
+class SQLConfig(_Section):
+    """Limits on auditors' queries (`curriculum sql`, `curriculum audit`); they never touch a
+    run's records, so the section is left out of the config hash."""
+
+    # Per statement, from its start to its last fetched row; the statement is interrupted.
+    timeout_s: float = Field(300.0, gt=0)
+    # DuckDB's memory_limit; work past it spills to disk (next to the catalog) up to
+    # max_temp_size, then the query fails naming the limit.
+    memory_limit: str = Field("2GB", pattern=_DUCKDB_SIZE)
+    max_temp_size: str = Field("4GB", pattern=_DUCKDB_SIZE)
+    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores)
+    # Rows printed per statement (fetched in batches; the rest is never materialised).
+    max_rows: int = Field(1000, ge=1)
+
+
 class PipelineConfig(_Section):
     profile: str = "embedded"
     seed: int = 20260101
@@ -215,6 +240,7 @@ class PipelineConfig(_Section):
     verifier: VerifierConfig = VerifierConfig()
     rewards: RewardConfig = RewardConfig()
     store: StoreConfig = StoreConfig()
+    sql: SQLConfig = SQLConfig()
 
     @field_validator("profile")
     @classmethod
@@ -231,7 +257,13 @@ class PipelineConfig(_Section):
         return p if p.is_absolute() else PROJECT_ROOT / p
 
     def canonical_json(self) -> bytes:
-        return orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+        """What the config hash covers: the values that differ from their defaults, under the
+        hash-form version. A code upgrade that adds a setting with a default therefore keeps
+        every profile's hash, and a run that crashed before the upgrade still resumes after it;
+        changing any value (to or from its default) changes the hash."""
+        values = self.model_dump(mode="json", exclude_defaults=True, exclude=UNHASHED_SECTIONS)
+        doc = {"hash_version": CONFIG_HASH_VERSION, "values": values}
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
     def config_hash(self) -> str:
         return hashlib.sha256(self.canonical_json()).hexdigest()[:16]

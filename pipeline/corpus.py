@@ -36,6 +36,13 @@ class CorpusError(BadInputError):
     """A corpus line that cannot be used; the message names file and line."""
 
 
+# corpus.on_error=raise stops at the first bad line; reject mode is the other way through.
+_RAISE_HINT = (
+    "fix the line named above, or set corpus.on_error=reject to skip bad lines (listed in the "
+    "rejects table, within corpus.error_budget)"
+)
+
+
 @dataclass(frozen=True)
 class Passage:
     id: str
@@ -286,7 +293,9 @@ def _load(
         for item in iter_corpus(path, fmt, repaired):
             if isinstance(item, CorpusReject):
                 if on_error == "raise":
-                    raise CorpusError(f"{item.source_file}:{item.source_line}: {item.reason}")
+                    raise CorpusError(
+                        f"{item.source_file}:{item.source_line}: {item.reason}", hint=_RAISE_HINT
+                    )
                 rejects.append(item)
                 stats.rejected += 1
                 # Abort early on a badly broken file instead of reading 14 GB to find out.
@@ -310,7 +319,7 @@ def _load(
     for d in find_duplicate_ids(tmp):
         reason = f"duplicate id {d.id!r} (first seen on line {d.first_line})"
         if on_error == "raise":
-            raise CorpusError(f"{path}:{d.source_line}: {reason}")
+            raise CorpusError(f"{path}:{d.source_line}: {reason}", hint=_RAISE_HINT)
         raw = orjson.dumps({"id": d.id}).decode()
         rejects.append(CorpusReject(str(path), d.source_line, d.id, reason, raw))
         dup_lines.add(d.source_line)
@@ -333,5 +342,7 @@ def _over_budget(path, stats: CorpusStats, rejects: list[CorpusReject], budget: 
     first = rejects[0]
     raise CorpusError(
         f"{path}: {stats.rejected} of {stats.passages + stats.rejected} lines rejected so far, "
-        f"over the error budget of {budget:.2%}; first: line {first.source_line}: {first.reason}"
+        f"over the error budget of {budget:.2%}; first: line {first.source_line}: {first.reason}",
+        hint="fix the lines named above, or raise corpus.error_budget if this share of bad "
+        "lines is acceptable",
     )

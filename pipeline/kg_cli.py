@@ -9,7 +9,9 @@ import typer
 
 from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
 
-HINT = "raise kg.error_budget to accept more bad lines, or fix or replace the file named above"
+# For bad input whose error carries no hint of its own (a missing or truncated dump);
+# an error over kg.error_budget says to raise it itself.
+HINT = "fix or replace the file named above (kg.dump_path) and rerun"
 
 kg_app = typer.Typer(
     help="Wikidata dump -> entity/edge tables -> LLM-guided subgraphs.", no_args_is_help=True

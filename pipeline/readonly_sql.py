@@ -13,6 +13,8 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.config import SQLConfig
+from pipeline.errors import HintedError
 from pipeline.store import connect_readonly
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
@@ -34,12 +36,23 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class UnsafeSQLError(ValueError):
-    """A statement that could write, or SQL that does not parse; the message names it."""
+class UnsafeSQLError(HintedError, ValueError):
+    """A statement that could write, or SQL that does not parse; the message names it (a
+    parse error's message is DuckDB's own, so only a refused statement carries a hint)."""
+
+
+WRITE_HINT = (
+    "the catalog is only read here: use SELECT / EXPLAIN (and WITH ... SELECT); "
+    "`curriculum export` writes datasets"
+)
 
 
 def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
     """Split `sql` into statements and refuse the batch if any one of them could write."""
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # undecodable bytes from argv arrive as surrogates
+        raise UnsafeSQLError(f"{where}: not valid UTF-8 (character {exc.start + 1})") from None
     parser = duckdb.connect()  # in-memory, only its parser is used
     try:
         try:
@@ -54,7 +67,8 @@ def read_only_statements(sql: str, where: str = "<sql>") -> list[str]:
             if problem:
                 raise UnsafeSQLError(
                     f"{where}: statement {i} is {problem} ({st.query.strip()[:60]!r}); "
-                    "only SELECT / EXPLAIN queries run against the catalog"
+                    "only SELECT / EXPLAIN queries run against the catalog",
+                    hint=WRITE_HINT,
                 )
             out.append(st.query)
         return out
@@ -104,9 +118,16 @@ def filter_relation(
         raise UnsafeSQLError(f"filter {predicate!r} over {view}: {first_line(exc)}") from exc
 
 
-def connect_audit(catalog: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only catalog connection whose settings a query cannot change afterwards."""
+def connect_audit(
+    catalog: str | Path, limits: SQLConfig | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-only catalog connection whose settings a query cannot change afterwards;
+    `limits` caps its memory, spill space and threads (see pipeline.bounded_sql)."""
     con = connect_readonly(catalog)
+    if limits is not None:
+        from pipeline.bounded_sql import apply_limits  # it imports first_line from here
+
+        apply_limits(con, limits)
     # A query naming an https:// or s3:// file would otherwise download and install httpfs.
     con.execute("SET autoinstall_known_extensions = false")
     # The views read Parquet files under a few directories; nothing else on the machine

@@ -1,17 +1,52 @@
-"""Run identity and the run record (resolved config + hash) kept with every run."""
+"""Run identity (which run a nightly invocation works on) and the run record (resolved config
++ hash) kept with every run."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from pipeline.store import Store, atomic_write_bytes, utcnow
 from schemas.tables import SCHEMA_VERSION
 
 
 def default_run_id(cfg, date: dt.date | None = None) -> str:
-    """Same day + same config = same run: a rerun after a crash resumes instead of duplicating."""
+    """The id of a new run: same day + same config = same run."""
     date = date or utcnow().date()
     return f"{date:%Y%m%d}-{cfg.profile}-{cfg.config_hash()[:8]}"
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """The run a nightly invocation works on; `resumed` is the unfinished run's record when
+    the default picked one to resume."""
+
+    run_id: str
+    resumed: dict | None = None
+
+    def message(self) -> str | None:
+        r = self.resumed
+        if r is None:
+            return None
+        return (
+            f"resuming unfinished run {r['run_id']} (started {r['started_at']:%Y-%m-%d %H:%M} "
+            f"UTC, {r['status']}, {r['shards_completed']}/{r['shards_planned']} shards); "
+            "pass --run-id NAME for another run"
+        )
+
+
+def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
+    """The run to work on: `run_id` when given; else the latest run of this configuration
+    (same config hash) if it did not complete, so a run that crashed before midnight resumes
+    after it; else a new run named by today's date (`default_run_id`)."""
+    if run_id:
+        return RunChoice(run_id)
+    h = cfg.config_hash()
+    same = [r for r in map(store.read_run, store.run_ids()) if r and r["config_hash"] == h]
+    latest = max(same, key=lambda r: (r["started_at"], r["run_id"]), default=None)
+    if latest is not None and latest["status"] != "completed":
+        return RunChoice(latest["run_id"], latest)
+    return RunChoice(default_run_id(cfg))
 
 
 def generation_shards_done(store: Store, run_id: str) -> int:

@@ -110,17 +110,28 @@ def _cli(*args):
 
 
 def test_unexpected_error_is_one_line_with_a_hint_and_traceback_behind_debug(tmp_path):
-    catalog = Store(tmp_path / "out", tmp_path / "out" / "catalog.duckdb").refresh_catalog()
-    args = ["sql", "SELECT * FROM no_such_table", "--set", f"store.catalog={catalog}"]
+    catalog = tmp_path / "catalog.duckdb"
+    catalog.write_bytes(b"not a database, written over the catalog by something else" * 100)
+    args = ["sql", "SELECT 1", "--set", f"store.catalog={catalog}"]
     plain = _cli(*args)
     assert plain.returncode == 1
     lines = plain.stderr.strip().splitlines()
-    assert lines[0].startswith("error: CatalogException: ") and "no_such_table" in lines[0]
+    assert lines[0].startswith("error: IOException: "), plain.stderr
     assert lines[1].startswith("hint: rerun with `curriculum --debug")
     assert "Traceback" not in plain.stderr
     debug = _cli("--debug", *args)
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
+
+
+def test_sql_error_is_the_sql_error_alone(tmp_path):
+    """A query the catalog cannot answer is the user's input, not a bug: DuckDB's one line,
+    exit 2, and no `--debug` hint (nor any other)."""
+    catalog = Store(tmp_path / "out", tmp_path / "out" / "catalog.duckdb").refresh_catalog()
+    res = _cli("sql", "SELECT * FROM no_such_table", "--set", f"store.catalog={catalog}")
+    assert res.returncode == 2
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("error: query: statement 1: Catalog Error: ") and "no_such_table" in line
 
 
 def test_sql_command_refuses_statements_that_write(tmp_path):

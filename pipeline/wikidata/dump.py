@@ -715,7 +715,9 @@ def _over_budget(path, report: IngestReport, first: list[tuple[int, str]], budge
     line, reason = min(first) if first else (0, "?")
     raise DumpError(
         f"{path}: {report.rejects} of {report.lines} entity lines rejected, over the error "
-        f"budget of {budget:.2%}; first bad line {line}: {reason}"
+        f"budget of {budget:.2%}; first bad line {line}: {reason}",
+        hint="check the dump named above, or raise kg.error_budget if this share of bad "
+        "lines is acceptable",
     )
 
 
