@@ -157,6 +157,24 @@ def open_checked(path: str | Path, external_bz2: bool = True) -> Iterator[IO[byt
         yield fh
 
 
+class _ToolRaw(io.RawIOBase):
+    """The decompressor's stdout, whose end is checked: the end of the data waits for the tool
+    and raises if it failed, so a cut stream's broken last line is never handed out."""
+
+    def __init__(self, path: Path, tool: str, proc: subprocess.Popen) -> None:
+        self._path, self._tool, self._proc = path, tool, proc
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[override]
+        assert self._proc.stdout is not None
+        n = self._proc.stdout.readinto(buf)
+        if n == 0 and (code := self._proc.wait()) != 0:
+            raise _tool_error(self._path, self._tool, self._proc, code)
+        return n
+
+
 @contextmanager
 def _external(path: Path, tool: str) -> Iterator[IO[bytes]]:
     proc = subprocess.Popen(
@@ -164,7 +182,10 @@ def _external(path: Path, tool: str) -> Iterator[IO[bytes]]:
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:
-        yield proc.stdout
+        yield io.BufferedReader(_ToolRaw(path, tool, proc), buffer_size=_READ)
+    except CompressedInputError:
+        _stop(proc)
+        raise
     except BaseException as exc:
         # The caller failed or stopped early. If the decompressor had already failed, that is
         # the cause (a cut stream ends in a broken last line): report it instead.
