@@ -13,7 +13,7 @@ import torch
 
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
-from pipeline.llm.chunked_head import hidden_states, target_logprobs
+from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
 from pipeline.models import resolve_llm
 
@@ -389,11 +389,10 @@ class TransformersGenerator:
             # a chunk at a time (see chunked_head: the head's rows are vocabulary-sized).
             hidden = hidden_states(self.model, ids.to(self.device), mask.to(self.device))
             at = [(j, max(s, 1), e) for j, (s, e) in enumerate(spans)]
-            lp, _, _ = target_logprobs(
+            lp = target_log_softmax(
                 self.model,
                 torch.cat([hidden[j, s - 1 : e - 1] for j, s, e in at]),
                 torch.cat([ids[j, s:e] for j, s, e in at]),
-                log_softmax=True,
             )
             for i, part in zip(b_idx, lp.split([e - s for _, s, e in at]), strict=True):
                 result[i] = float(part.sum()) if len(part) else 0.0
