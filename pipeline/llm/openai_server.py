@@ -231,7 +231,10 @@ def create_app(
             raise APIError(400, "prompt: at least one prompt is required", "prompt")
         if len(prompts) > limits.max_prompts:
             raise APIError(
-                400, f"{len(prompts)} prompts; the limit is {limits.max_prompts}", "prompt"
+                400,
+                f"{len(prompts)} prompts; the limit is {limits.max_prompts}"
+                f" ({_SETTING}.max_prompts)",
+                "prompt",
             )
         _check_chars(prompts)
         if req.max_tokens == 0 and not req.echo:
