@@ -248,7 +248,10 @@ def index_serve(
     cfg = config_or_fail(profile, overrides)
     r = cfg.retrieval
     limits = Limits(
-        max_topk=r.max_topk, max_queries=r.max_queries, max_query_chars=r.max_query_chars
+        max_topk=r.max_topk,
+        max_queries=r.max_queries,
+        max_query_chars=r.max_query_chars,
+        max_body_bytes=r.max_body_bytes,
     )
     app_ = create_app(_retriever(cfg), limits, default_topk=r.topk)
     uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")

@@ -72,6 +72,23 @@ class RetrievalConfig(_Section):
     max_topk: int = Field(50, ge=1)
     max_queries: int = Field(256, ge=1)
     max_query_chars: int = Field(2048, ge=1)
+    # Larger request bodies get a 413 before they are held in memory.
+    max_body_bytes: int = Field(4 * 2**20, ge=1024)
+
+
+class LLMServeConfig(_Section):
+    """Request limits of `curriculum llm serve` (pipeline.llm.openai_server)."""
+
+    max_prompts: int = Field(1024, ge=1)
+    max_n: int = Field(64, ge=1)
+    max_tokens: int = Field(4096, ge=1)
+    max_prompt_chars: int = Field(200_000, ge=1)
+    # Per prompt, as usage.prompt_tokens counts them; /tokenize answers up to this many too.
+    max_prompt_tokens: int = Field(4096, ge=1)
+    # Wall-clock seconds per request, queueing for the model included; then 504 and the work
+    # stops at its next decode step (a client that disconnects stops it the same way).
+    request_timeout_s: float = Field(300.0, gt=0)
+    max_body_bytes: int = Field(16 * 2**20, ge=1024)
 
 
 class LLMConfig(_Section):
@@ -123,6 +140,7 @@ class LLMConfig(_Section):
     # finished generations. cache_path None = <store.out_dir>/llm_cache/responses.sqlite.
     cache: bool = True
     cache_path: str | None = None
+    serve: LLMServeConfig = LLMServeConfig()
 
 
 class KGConfig(_Section):

@@ -3,6 +3,10 @@
 Request:  {"queries": ["..."], "topk": 3, "return_scores": true}
 Response: {"result": [[{"document": {"id": ..., "contents": "\"Title\"\nText"}, "score": s}, ...]]}
           (without return_scores each inner list holds the documents themselves).
+
+Requests are bounded (`retrieval.max_*`), strictly typed (`"topk": "3"` or `"return_scores":
+"yes"` is a 422, not coerced) and must be valid Unicode; a body over `retrieval.max_body_bytes`
+is a 413.
 """
 
 import threading
@@ -14,12 +18,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.index import Hit, Retriever
+from pipeline.wire import BodySizeLimit, Text
 
 
 class Limits(BaseModel):
     max_topk: int = 50
     max_queries: int = 256
     max_query_chars: int = 2048
+    max_body_bytes: int = 4 * 2**20
 
 
 def _document(h: Hit) -> dict[str, str]:
@@ -32,8 +38,8 @@ def create_app(
     limits = limits or Limits()
 
     class RetrieveRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        queries: list[str] = Field(min_length=1, max_length=limits.max_queries)
+        model_config = ConfigDict(extra="forbid", strict=True)
+        queries: list[Text] = Field(min_length=1, max_length=limits.max_queries)
         topk: int | None = Field(None, ge=1, le=limits.max_topk)
         return_scores: bool = False
 
@@ -50,6 +56,12 @@ def create_app(
             return qs
 
     app = FastAPI(title="curriculum retrieval", version="1")
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=limits.max_body_bytes,
+        setting="retrieval.max_body_bytes",
+        render=lambda status, msg: JSONResponse(status_code=status, content={"error": msg}),
+    )
     lock = threading.Lock()  # one batched search at a time; FAISS uses all cores per search
 
     @app.exception_handler(RequestValidationError)

@@ -9,6 +9,8 @@ import pytest
 from pipeline.index_build import ensure_index
 from tests.conftest import free_port, start_server
 
+MAX_BODY = 8192
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, embedder):
@@ -16,6 +18,7 @@ def server(tmp_path_factory, embedder):
 
     out = tmp_path_factory.mktemp("srv") / "out"
     sets = [f"store.out_dir={out}", "retrieval.max_topk=10", "retrieval.max_queries=4"]
+    sets.append(f"retrieval.max_body_bytes={MAX_BODY}")
     ensure_index(load_config(None, sets), embedder, progress=False)
     port = free_port()
     cmd = [sys.executable, "-m", "pipeline.cli", "index", "serve", "--port", str(port)]
@@ -86,3 +89,48 @@ def test_malformed_json_is_a_4xx(server):
         f"{server}/retrieve", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert 400 <= res.status_code < 500
+
+
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        (rb'{"queries": ["Vienna \ud800"]}', "queries.0"),
+        (rb'{"queries": ["ok", "\udfff"], "topk": 2}', "queries.1"),
+        (b'{"queries": ["raw \xed\xa0\x80 bytes"]}', "queries.0"),  # UTF-8-encoded surrogate
+    ],
+)
+def test_lone_surrogates_are_a_422_naming_the_query(server, raw, field):
+    res = httpx.post(
+        f"{server}/retrieve", content=raw, headers={"content-type": "application/json"}
+    )
+    assert res.status_code == 422
+    assert res.json()["error"].startswith(f"{field}: ") and "surrogate" in res.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"topk": "3"}, "topk"),
+        ({"topk": True}, "topk"),
+        ({"topk": 3.0}, "topk"),
+        ({"return_scores": "yes"}, "return_scores"),
+        ({"return_scores": 1}, "return_scores"),
+        ({"queries": "Mozart"}, "queries"),
+    ],
+)
+def test_loosely_typed_fields_are_refused_not_coerced(server, extra, field):
+    res = httpx.post(f"{server}/retrieve", json={"queries": ["Mozart"], **extra}, timeout=30)
+    assert res.status_code == 422 and res.json()["error"].startswith(f"{field}: ")
+
+
+def test_a_body_over_the_limit_is_a_413_naming_the_setting(server):
+    # 4 queries of 2,030 characters: within max_queries and max_query_chars, not in bytes
+    body = {"queries": ["Zürich " * 290] * 4}
+    res = httpx.post(f"{server}/retrieve", json=body, timeout=30)
+    assert res.status_code == 413
+    assert f"limit of {MAX_BODY} bytes (retrieval.max_body_bytes)" in res.json()["error"]
+    chunks = (b" " * 1024 for _ in range(MAX_BODY // 1024 + 2))  # chunked: no Content-Length
+    res = httpx.post(
+        f"{server}/retrieve", content=chunks, headers={"content-type": "application/json"}
+    )
+    assert res.status_code == 413 and "retrieval.max_body_bytes" in res.json()["error"]

@@ -20,14 +20,20 @@ Endpoints (the subset of vLLM's server that trainers and the HTTP backend use):
 - `POST /tokenize`: vLLM's shape, `{"prompt", "add_special_tokens"}` -> `{"count", "tokens",
   "max_model_len"}`.
 
+Requests are bounded by `llm.serve` (pipeline.config.LLMServeConfig): prompts, n, max_tokens,
+characters and tokens per prompt, body bytes, and wall-clock seconds. Fields are strictly
+typed (`"n": "2"` or `"echo": 1` is refused, not coerced) and text must be valid Unicode.
+Model work runs one request at a time (pipeline.llm.model_worker); a request whose client
+disconnects or that outlives `request_timeout_s` is cancelled between decode steps.
+
 Errors use OpenAI's body `{"error": {"message", "type", "param", "code"}}`: 400 for invalid
-requests, 404 for an unknown model name, 500 when the generator fails.
+requests, 404 for an unknown model name, 413 for a body over the limit, 504 for a request over
+its time limit, 500 when the generator fails.
 """
 
 import argparse
 import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -38,18 +44,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.config import LLMServeConfig as Limits
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
+from pipeline.llm.model_worker import TIMEOUT, ModelWorker, RequestCancelled
+from pipeline.wire import BodySizeLimit, Text, Texts
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8001  # the retrieval server defaults to 8000
-
-
-class Limits(BaseModel):
-    max_prompts: int = 1024
-    max_n: int = 64
-    max_tokens: int = 4096
-    max_prompt_chars: int = 200_000
 
 
 class APIError(Exception):
@@ -58,7 +60,16 @@ class APIError(Exception):
         self.status, self.message, self.param = status, message, param
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 404: "NotFoundError", 500: "internal_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    404: "NotFoundError",
+    413: "invalid_request_error",
+    499: "client_closed_request",
+    500: "internal_error",
+    504: "timeout_error",
+}
+# Where the limits are configured, for error messages.
+_SETTING = "llm.serve"
 
 
 def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
@@ -81,34 +92,46 @@ def create_app(
     limits = limits or Limits()
     model_name = served_model_name or generator.model_id
     created = int(time.time())
-    lock = threading.Lock()  # the wrapped generator runs one batch at a time
+    worker = ModelWorker(limits.request_timeout_s, f"{_SETTING}.request_timeout_s")
+
+    class StructuredOutputs(BaseModel):
+        model_config = ConfigDict(extra="allow", strict=True)  # others are refused by name
+        regex: Text | None = None
 
     class CompletionRequest(BaseModel):
-        model_config = ConfigDict(extra="allow")  # OpenAI clients send more; ignored
-        model: str | None = None
-        prompt: str | list[str]
+        # OpenAI clients send more fields (ignored); declared ones are never coerced.
+        model_config = ConfigDict(extra="allow", strict=True)
+        model: Text | None = None
+        prompt: Texts
         n: int = Field(1, ge=1, le=limits.max_n)
         temperature: float = Field(1.0, ge=0.0, le=2.0)
         top_p: float = Field(1.0, gt=0.0, le=1.0)
         max_tokens: int = Field(16, ge=0, le=limits.max_tokens)
-        stop: str | list[str] | None = None
+        stop: Texts | None = None
         seed: int | None = None
         echo: bool = False
         logprobs: int | None = Field(None, ge=0, le=5)
         stream: bool = False
         best_of: int | None = None
-        suffix: str | None = None
+        suffix: Text | None = None
         # vLLM's extension: completions match a regex (>= 0.12 form, and the older field).
-        structured_outputs: dict[str, Any] | None = None
-        guided_regex: str | None = None
+        structured_outputs: StructuredOutputs | None = None
+        guided_regex: Text | None = None
 
     class TokenizeRequest(BaseModel):
-        model_config = ConfigDict(extra="allow")
-        model: str | None = None
-        prompt: str
+        model_config = ConfigDict(extra="allow", strict=True)
+        model: Text | None = None
+        prompt: Text
         add_special_tokens: bool = True
 
     app = FastAPI(title="curriculum LLM (OpenAI-compatible)", version="1")
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=limits.max_body_bytes,
+        setting=f"{_SETTING}.max_body_bytes",
+        render=_error,
+    )
+    app.router.on_shutdown.append(worker.shutdown)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -123,6 +146,30 @@ def create_app(
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
         return _error(exc.status, exc.message, exc.param)
 
+    @app.exception_handler(RequestCancelled)
+    async def _cancelled(_: Request, exc: RequestCancelled) -> JSONResponse:
+        return _error(504 if exc.reason == TIMEOUT else 499, exc.message)
+
+    def _check_chars(prompts: Sequence[str]) -> None:
+        for i, p in enumerate(prompts):
+            if len(p) > limits.max_prompt_chars:
+                raise APIError(
+                    400,
+                    f"prompt {i} has {len(p)} characters; the limit is {limits.max_prompt_chars}"
+                    f" ({_SETTING}.max_prompt_chars)",
+                    "prompt",
+                )
+
+    def _check_tokens(counts: Sequence[int]) -> None:
+        for i, n in enumerate(counts):
+            if n > limits.max_prompt_tokens:
+                raise APIError(
+                    400,
+                    f"prompt {i} has {n} tokens; the limit is {limits.max_prompt_tokens}"
+                    f" ({_SETTING}.max_prompt_tokens)",
+                    "prompt",
+                )
+
     def _check_model(name: str | None) -> None:
         if name and name != model_name:
             raise APIError(
@@ -133,7 +180,7 @@ def create_app(
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "model": model_name}
+        return {"status": "ok", "model": model_name, "cancelled": worker.cancelled}
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
@@ -150,6 +197,7 @@ def create_app(
     @app.post("/tokenize")
     def tokenize(req: TokenizeRequest) -> dict[str, Any]:
         _check_model(req.model)
+        _check_chars([req.prompt])
         tok = getattr(generator, "tokenizer", None)
         if tok is not None:
             ids = list(tok(req.prompt, add_special_tokens=req.add_special_tokens)["input_ids"])
@@ -162,6 +210,7 @@ def create_app(
                     "add_special_tokens",
                 )
             ids, count = None, generator.count_tokens(req.prompt)
+        _check_tokens([count])
         return {
             "count": count,
             "tokens": ids,
@@ -169,7 +218,7 @@ def create_app(
         }
 
     @app.post("/v1/completions")
-    def completions(req: CompletionRequest) -> dict[str, Any]:
+    async def completions(req: CompletionRequest, request: Request) -> dict[str, Any]:
         _check_model(req.model)
         if req.stream:
             raise APIError(400, "stream=true is not supported by this server", "stream")
@@ -177,27 +226,24 @@ def create_app(
             raise APIError(400, "suffix is not supported by this server", "suffix")
         if req.best_of is not None and req.best_of != req.n:
             raise APIError(400, "best_of other than n is not supported", "best_of")
-        prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
+        prompts = req.prompt  # a single string arrives as a list of one
         if not prompts:
             raise APIError(400, "prompt: at least one prompt is required", "prompt")
         if len(prompts) > limits.max_prompts:
             raise APIError(
-                400, f"{len(prompts)} prompts; the limit is {limits.max_prompts}", "prompt"
+                400,
+                f"{len(prompts)} prompts; the limit is {limits.max_prompts}"
+                f" ({_SETTING}.max_prompts)",
+                "prompt",
             )
-        for i, p in enumerate(prompts):
-            if len(p) > limits.max_prompt_chars:
-                raise APIError(
-                    400,
-                    f"prompt {i} has {len(p)} characters; the limit is {limits.max_prompt_chars}",
-                    "prompt",
-                )
+        _check_chars(prompts)
         if req.max_tokens == 0 and not req.echo:
             raise APIError(400, "max_tokens=0 is only allowed with echo=true", "max_tokens")
         if req.logprobs is not None and not hasattr(generator, "token_logprobs"):
             raise APIError(
                 400, f"logprobs are not supported by {type(generator).__name__}", "logprobs"
             )
-        stop = tuple([req.stop] if isinstance(req.stop, str) else (req.stop or []))
+        stop = tuple(req.stop or [])
         params = SamplingParams(
             n=req.n,
             temperature=req.temperature,
@@ -207,16 +253,23 @@ def create_app(
             seed=req.seed,
         )
         regex = _guide(req)
+
+        def work() -> tuple[list[list[str]], list[dict] | None, dict[str, int], list[list[int]]]:
+            prompt_tokens = [generator.count_tokens(p) for p in prompts]
+            _check_tokens(prompt_tokens)
+            if req.max_tokens > 0:
+                guides = [regex] * len(prompts) if regex else None
+                outs = generate_with_guides(generator, prompts, params, guides)
+            else:
+                outs = [[""] * req.n for _ in prompts]
+            lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)
+            n_tokens = [[generator.count_tokens(t) for t in o] for o in outs]
+            return outs, lps, _usage(prompt_tokens, n_tokens), n_tokens
+
         try:
-            with lock:
-                if req.max_tokens > 0:
-                    guides = [regex] * len(prompts) if regex else None
-                    outs = generate_with_guides(generator, prompts, params, guides)
-                else:
-                    outs = [[""] * req.n for _ in prompts]
-                lps = _logprobs(generator, prompts, outs, req.logprobs, req.echo)
-                usage = _usage(generator, prompts, outs)
-                n_tokens = [[generator.count_tokens(t) for t in o] for o in outs]
+            outs, lps, usage, n_tokens = await worker.run(request, work)
+        except (APIError, RequestCancelled):
+            raise
         except ValueError as exc:
             raise APIError(400, str(exc)) from exc
         except Exception as exc:
@@ -248,21 +301,22 @@ def create_app(
 
 def _guide(req) -> str | None:
     """The request's regex constraint; other structured outputs (json, choice) are refused."""
-    so = req.structured_outputs or {}
-    other = sorted(k for k, v in so.items() if k != "regex" and v is not None)
+    so = req.structured_outputs
+    extra = (so.model_extra or {}) if so is not None else {}
+    other = sorted(k for k, v in extra.items() if v is not None)
     if other:
         raise APIError(
             400, f"structured_outputs: only regex is supported, not {other}", "structured_outputs"
         )
-    regex = so.get("regex")
+    regex = so.regex if so is not None else None
     if regex is not None and req.guided_regex is not None and regex != req.guided_regex:
         raise APIError(400, "structured_outputs.regex and guided_regex disagree", "guided_regex")
     return regex if regex is not None else req.guided_regex
 
 
-def _usage(generator, prompts: Sequence[str], outs: list[list[str]]) -> dict[str, int]:
-    prompt_tokens = sum(generator.count_tokens(p) for p in prompts)
-    completion_tokens = sum(generator.count_tokens(t) for o in outs for t in o)
+def _usage(prompt_counts: Sequence[int], completion_counts: list[list[int]]) -> dict[str, int]:
+    prompt_tokens = sum(prompt_counts)
+    completion_tokens = sum(sum(c) for c in completion_counts)
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -312,7 +366,7 @@ def serve(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     generator = make_backend(cfg.llm)
-    app = create_app(generator, served_model_name or cfg.llm.model)
+    app = create_app(generator, served_model_name or cfg.llm.model, cfg.llm.serve)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

@@ -12,13 +12,16 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.cancel import checkpoint
+from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
 from pipeline.models import resolve_llm
 
 log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Logit rows materialised at once by token_logprobs (each row is vocabulary-sized).
+# Positions token_logprobs runs through the model body at once (hidden states and attention,
+# not logits: those are computed a few rows at a time, see chunked_head).
 _LOGPROB_POSITIONS = 2048
 _STATS = (
     "prefill_s",
@@ -147,6 +150,7 @@ class TransformersGenerator:
             occurrence.append(seen.get(p, 0))
             seen[p] = occurrence[-1] + 1
         for idx in _batches(self._order(prompts), per_batch):
+            checkpoint()
             rngs = None
             if params.temperature > 0 and params.seed is not None:
                 rngs = [
@@ -203,6 +207,7 @@ class TransformersGenerator:
             # Ragged suffixes: prefill each one alone into its row (no compute on padding).
             rows_logits = []
             for i, x in enumerate(suffix):
+                checkpoint()
                 view = _RowView(cache, i, prefix + width - len(x))
                 q = kv_pos[i : i + 1, prefix + width - len(x) :]
                 ids = torch.tensor([x], device=self.device)
@@ -232,6 +237,7 @@ class TransformersGenerator:
         texts = [""] * n_rows
         alive = list(range(n_rows))  # original row of each batch row
         while True:
+            checkpoint()  # a cancelled request (the server's) stops between decode steps
             if matchers:
                 self._mask(logits, [matchers[a] for a in alive])
             nxt = _sample(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
@@ -365,6 +371,7 @@ class TransformersGenerator:
         tok = self.tokenizer
         result = [0.0] * len(prompts)
         for b_idx in _batches(self._order(prompts), self.batch_size):
+            checkpoint()
             rows, spans = [], []
             for i in b_idx:
                 p = tok(prompts[i], add_special_tokens=True)["input_ids"][-self.max_prompt_tokens :]
@@ -378,22 +385,17 @@ class TransformersGenerator:
             for j, r in enumerate(rows):
                 ids[j, : len(r)] = torch.tensor(r)
                 mask[j, : len(r)] = 1
-            # Logits only for positions that predict continuation tokens (the LM head over a
-            # large vocabulary costs more than the transformer body on CPU).
-            first = min(s for s, _ in spans) - 1
-            keep = torch.arange(first, width - 1, device=self.device)
-            logits = self.model(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                logits_to_keep=keep,
-            ).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            for j, (i, (s, e)) in enumerate(zip(b_idx, spans, strict=True)):
-                if e == s:
-                    continue
-                targets = ids[j, s:e].to(self.device)
-                rows_lp = logp[j, s - 1 - first : e - 1 - first]
-                result[i] = float(rows_lp.gather(1, targets[:, None]).sum())
+            # Only the positions that predict continuation tokens go through the LM head,
+            # a chunk at a time (see chunked_head: the head's rows are vocabulary-sized).
+            hidden = hidden_states(self.model, ids.to(self.device), mask.to(self.device))
+            at = [(j, max(s, 1), e) for j, (s, e) in enumerate(spans)]
+            lp = target_log_softmax(
+                self.model,
+                torch.cat([hidden[j, s - 1 : e - 1] for j, s, e in at]),
+                torch.cat([ids[j, s:e] for j, s, e in at]),
+            )
+            for i, part in zip(b_idx, lp.split([e - s for _, s, e in at]), strict=True):
+                result[i] = float(part.sum()) if len(part) else 0.0
         return result
 
     @property
@@ -452,6 +454,7 @@ class TransformersGenerator:
                     continue
             groups.append([i])
         for group in groups:
+            checkpoint()
             rows = [encoded[i][0] for i in group]
             width = max(len(r) for r in rows)
             if width < 2:  # nothing to predict (empty text, maybe a lone BOS)
@@ -470,19 +473,17 @@ class TransformersGenerator:
                 if r:
                     ids[j, : len(r)] = torch.tensor(r)
                     mask[j, : len(r)] = 1
-            logits = (
-                self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
-                .logits[:, :-1]
-                .float()
+            # Position p - 1 of a row predicts its token p; padding predicts nothing.
+            real = mask[:, 1:].bool()
+            hidden = hidden_states(self.model, ids.to(self.device), mask.to(self.device))
+            lp, vals, idx = target_logprobs(
+                self.model, hidden[:, :-1][real.to(self.device)], ids[:, 1:][real], top_k
             )
-            lse = torch.logsumexp(logits, dim=-1)
-            picked = logits.gather(-1, ids[:, 1:, None].to(self.device)).squeeze(-1) - lse
-            picked = picked.cpu().tolist()
+            counts = real.sum(1).tolist()
+            picked = [x.tolist() for x in lp.cpu().split(counts)]
             if top_k:
-                vals, idx = logits.topk(top_k, dim=-1)
-                vals = (vals - lse[..., None]).cpu().tolist()
-                idx = idx.cpu().tolist()
-            del logits
+                vals = [x.tolist() for x in vals.cpu().split(counts)]
+                idx = [x.tolist() for x in idx.cpu().split(counts)]
             for j, i in enumerate(group):
                 text = texts[i]
                 starts = encoded[i][1]
