@@ -53,6 +53,7 @@ def main() -> None:
         None,
         [
             f"store.out_dir={OUT}",
+            "llm.backend=transformers",  # batched vs naive calls of our own decode loop
             f"rewards.n_solver={args.solver_n}",
             f"verifier.m={args.m}",
             "llm.cache=false",

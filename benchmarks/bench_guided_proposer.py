@@ -33,7 +33,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], help="extra config overrides")
     args = ap.parse_args()
-    base = [f"store.out_dir={OUT}", "llm.cache=false", *args.set]
+    # The transformers backend (its guided rows are masked by llguidance in our decode loop);
+    # --set llm.backend=vllm measures vLLM's guided decoding instead.
+    base = [f"store.out_dir={OUT}", "llm.backend=transformers", "llm.cache=false", *args.set]
     cfgs = {
         mode: load_config(None, [*base, f"generation.guided_proposer={mode == 'guided'}"])
         for mode in ("free", "guided")

@@ -55,6 +55,7 @@ def _free_port() -> int:
 def start_server(log_path: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--port", str(port)]
+    cmd += ["--set", "llm.backend=transformers"]
     cmd += ["--log-level", "warning"]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

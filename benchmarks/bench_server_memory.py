@@ -48,7 +48,7 @@ def serve(way: str, port: int) -> None:
 
     if way == "old":
         chunked_head.CHUNK_BYTES = 2**62  # every position's logits in one block, as before
-    cfg = load_config(None, [])
+    cfg = load_config(None, ["llm.backend=transformers"])  # our scoring, not vLLM's
     app = create_app(make_backend(cfg.llm), cfg.llm.model, cfg.llm.serve)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

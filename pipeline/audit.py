@@ -317,6 +317,8 @@ def run_audit(
                 "before this audit's views existed; refresh it (rerun the nightly flow with the "
                 "same --run-id, which resumes and re-lands)"
             ) from exc
+        except duckdb.Error as exc:  # e.g. a shard missing under the catalog: one line, exit 2
+            raise AuditError(f"audit {name}: {first_line(exc)}") from exc
     failure = audit.rule(tables) if audit.rule else None
     passed = None if audit.rule is None else failure is None
     if failure:

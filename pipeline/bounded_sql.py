@@ -61,11 +61,14 @@ def statement_deadline(
 ) -> Iterator[None]:
     """Interrupt the connection's statement after `limits.timeout_s`; a query past its time
     or memory limit becomes a SQLLimitError naming the limit."""
-    fired = threading.Event()
+    fired, finished, lock = threading.Event(), threading.Event(), threading.Lock()
 
     def interrupt() -> None:
-        fired.set()
-        con.interrupt()
+        with lock:  # never interrupt a later statement (or a closed connection) by mistake
+            if finished.is_set():
+                return
+            fired.set()
+            con.interrupt()
 
     timer = threading.Timer(limits.timeout_s, interrupt)
     timer.daemon = True
@@ -86,6 +89,8 @@ def statement_deadline(
             hint="narrow the query, or raise the limit: --set sql.memory_limit=8GB",
         ) from exc
     finally:
+        with lock:
+            finished.set()
         timer.cancel()
 
 

@@ -272,12 +272,15 @@ def llm_serve(
     llm.backend=http, at http://HOST:PORT."""
     cfg = config_or_fail(profile, overrides)
     if cfg.llm.backend == "vllm":
-        from pipeline.llm.vllm_backend import serve_command
+        import shlex
+
+        from pipeline.llm.vllm_backend import default_cpu_threads, serve_command
 
         with stage_errors("check the llm.* settings of the profile"):
             cmd = serve_command(cfg, host, port, name)
-        typer.echo(" ".join(cmd), err=True)
-        os.execv(cmd[0], cmd)
+        typer.echo(shlex.join(cmd), err=True)
+        default_cpu_threads()
+        os.execv(cmd[0], cmd)  # vLLM's server replaces this process (signals reach it)
     from pipeline.llm.openai_server import serve
 
     serve(cfg, host=host, port=port, served_model_name=name)

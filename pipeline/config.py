@@ -226,7 +226,10 @@ class StoreConfig(_Section):
 
 
 # A DuckDB size ("2GB", "512MiB") or a share of the machine's memory ("25%").
-_DUCKDB_SIZE = r"(?i)^\s*\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib|%)\s*$"
+# Sizes DuckDB accepts and can work in: whole MB and up (a few bytes fails at connect time);
+# memory_limit may also be a share of RAM, max_temp_size may not (DuckDB refuses "25%" there).
+_DUCKDB_SIZE = r"(?i)^\s*[1-9]\d*(\.\d+)?\s*(mb|gb|tb|mib|gib|tib)\s*$"
+_DUCKDB_MEMORY = r"(?i)^\s*([1-9]\d*(\.\d+)?\s*(mb|gb|tb|mib|gib|tib)|[1-9]\d?(\.\d+)?\s*%)\s*$"
 
 
 class SQLConfig(_Section):
@@ -237,7 +240,7 @@ class SQLConfig(_Section):
     timeout_s: float = Field(300.0, gt=0)
     # DuckDB's memory_limit; work past it spills to disk (next to the catalog) up to
     # max_temp_size, then the query fails naming the limit.
-    memory_limit: str = Field("2GB", pattern=_DUCKDB_SIZE)
+    memory_limit: str = Field("2GB", pattern=_DUCKDB_MEMORY)
     max_temp_size: str = Field("4GB", pattern=_DUCKDB_SIZE)
     threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores)
     # Rows printed per statement (fetched in batches; the rest is never materialised).

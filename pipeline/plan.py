@@ -134,6 +134,13 @@ def make_plan(
     return Plan(run_id, iteration, items)
 
 
+def feedback_pending(cfg, store: Store, run_id: str) -> bool:
+    """The run was planned by the selector and its iteration's feedback is not saved yet: a
+    run killed between generation and feedback is not finished."""
+    plan = load_plan(store, run_id)
+    return plan is not None and plan.iteration not in saved_iterations(selector_dirs(cfg)[1])
+
+
 def apply_feedback(
     cfg, index_dir: Path, plan: Plan, records: list[dict], solver_mean: float | None
 ) -> bool:

@@ -37,15 +37,20 @@ class RunChoice:
 
 def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
     """The run to work on: `run_id` when given; else the latest run of this configuration
-    (same config hash) if it did not complete, so a run that crashed before midnight resumes
-    after it; else a new run named by today's date (`default_run_id`)."""
+    (same config hash) if it did not complete or its selector feedback is pending, so a run
+    that crashed before midnight resumes after it; else a new run named by today's date."""
     if run_id:
         return RunChoice(run_id)
-    h = cfg.config_hash()
-    same = [r for r in map(store.read_run, store.run_ids()) if r and r["config_hash"] == h]
-    latest = max(same, key=lambda r: (r["started_at"], r["run_id"]), default=None)
-    if latest is not None and latest["status"] != "completed":
+    latest = store.latest_run(cfg.config_hash())
+    if latest is None:
+        return RunChoice(default_run_id(cfg))
+    if latest["status"] != "completed":
         return RunChoice(latest["run_id"], latest)
+    # Generation marks a run completed; one killed before its selector feedback is not done.
+    from pipeline.plan import feedback_pending
+
+    if feedback_pending(cfg, store, latest["run_id"]):
+        return RunChoice(latest["run_id"], {**latest, "status": "generated, feedback pending"})
     return RunChoice(default_run_id(cfg))
 
 

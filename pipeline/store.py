@@ -288,10 +288,19 @@ class Store:
         path = self.run_dir(run_id) / "run.parquet"
         return read_shard(path, "runs").to_pylist()[0] if path.exists() else None
 
+    def latest_run(self, config_hash: str | None = None) -> dict[str, Any] | None:
+        """The run record started last (ties: the larger id), as the catalog's `runs` view
+        orders; only among runs of `config_hash` when given."""
+        runs = [
+            r
+            for r in map(self.read_run, self.run_ids())
+            if r and config_hash in (None, r["config_hash"])
+        ]
+        return max(runs, key=lambda r: (r["started_at"], r["run_id"]), default=None)
+
     def latest_run_id(self) -> str | None:
-        """The run started last (ties: the larger id), as the catalog's `runs` view orders."""
-        runs = [r for r in map(self.read_run, self.run_ids()) if r]
-        return max(runs, key=lambda r: (r["started_at"], r["run_id"]))["run_id"] if runs else None
+        latest = self.latest_run()
+        return latest["run_id"] if latest else None
 
     # ---- catalog --------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -55,6 +55,7 @@ def llm_server(tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("llm_server") / "server.log"
     cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--config", "configs/embedded.yaml"]
+    cmd += ["--set", "llm.backend=transformers"]  # our server over the in-process engine
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, ENV, timeout=240)

