@@ -20,8 +20,15 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
 CONFIG_HASH_VERSION = 2
-# Sections that cannot change what a run computes, left out of the hash.
-UNHASHED_SECTIONS = frozenset({"sql"})
+# Settings that cannot change what a run computes (the catalog queries' limits, the two
+# servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
+UNHASHED: dict = {
+    "sql": True,
+    "llm": {"serve": True},
+    "retrieval": {
+        "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes"
+    },
+}  # fmt: skip
 
 
 class _Section(BaseModel):
@@ -282,7 +289,7 @@ class PipelineConfig(_Section):
         hash-form version. A code upgrade that adds a setting with a default therefore keeps
         every profile's hash, and a run that crashed before the upgrade still resumes after it;
         changing any value (to or from its default) changes the hash."""
-        values = self.model_dump(mode="json", exclude_defaults=True, exclude=UNHASHED_SECTIONS)
+        values = self.model_dump(mode="json", exclude_defaults=True, exclude=UNHASHED)
         doc = {"hash_version": CONFIG_HASH_VERSION, "values": values}
         return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 

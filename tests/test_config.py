@@ -100,7 +100,7 @@ def test_changing_a_value_changes_the_hash_and_restating_a_default_does_not():
     assert load_config(None, ["index.nprobe=64"]).config_hash() == base.config_hash()
 
 
-def test_hash_is_versioned_and_leaves_out_auditor_limits():
+def test_hash_is_versioned_and_leaves_out_auditor_and_server_limits():
     import orjson
 
     from pipeline.config import CONFIG_HASH_VERSION
@@ -109,3 +109,7 @@ def test_hash_is_versioned_and_leaves_out_auditor_limits():
     doc = orjson.loads(base.canonical_json())
     assert doc["hash_version"] == CONFIG_HASH_VERSION and "sql" not in doc["values"]
     assert load_config(None, ["sql.timeout_s=5"]).config_hash() == base.config_hash()
+    # The servers' request limits and addresses do not change a run's records either.
+    for setting in ("llm.serve.max_n=3", "retrieval.max_body_bytes=2048", "retrieval.port=9"):
+        assert load_config(None, [setting]).config_hash() == base.config_hash(), setting
+    assert load_config(None, ["retrieval.topk=5"]).config_hash() != base.config_hash()
