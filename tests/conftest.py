@@ -166,7 +166,7 @@ def vllm_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # `curriculum llm serve` with llm.backend=vllm becomes vLLM's own server (same process),
     # started with the offline engine's settings.
-    cmd = [sys.executable, "-m", "pipeline.cli", "llm", "serve", "--set", "llm.backend=vllm"]
+    cmd = [sys.executable, "-m", "cli", "llm", "serve", "--set", "llm.backend=vllm"]
     cmd += ["--port", str(port)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
     base = f"http://127.0.0.1:{port}"

@@ -14,8 +14,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from cli.audit import audit
 from pipeline.audit import AUDITS, AuditError, list_audits, run_audit, run_sql_file
-from pipeline.audit_cli import audit
 from pipeline.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.rewards import contains, normalize
 from pipeline.store import Store, read_shard, write_parquet_atomic

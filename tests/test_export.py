@@ -12,6 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from cli.export import export
 from pipeline.export import (
     DEFAULT_WHERE,
     MANIFEST,
@@ -29,7 +30,6 @@ from pipeline.export import (
     verify_export,
     verl_table,
 )
-from pipeline.export_cli import export
 from pipeline.readonly_sql import connect_audit
 from pipeline.rewards import normalize
 
@@ -414,7 +414,7 @@ def _cli() -> typer.Typer:
 
     @app.callback()
     def main() -> None:
-        """Stand-in for pipeline.cli's app."""
+        """Stand-in for cli.main's app."""
 
     return app
 

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipeline.audit_cli import audit
+from cli.audit import audit
 from pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
         capture_output=True,

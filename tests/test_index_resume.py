@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 def test_killed_embedding_resumes_at_missing_shards(tmp_path, realdata):
     out = tmp_path / "out"
     cmd = [
-        sys.executable, "-m", "pipeline.cli", "index", "build",
+        sys.executable, "-m", "cli", "index", "build",
         "--set", f"corpus.path={realdata / 'wiki18_sample_1000.jsonl'}",
         "--set", f"store.out_dir={out}",
         "--set", "embedding.shard_size=50",

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def _cli(tmp_path, run_id, *extra):
     """The nightly CLI on a store under tmp_path, with the settings of the landed_run fixture
     (6 sources in 3 shards of 2), so a copy of that run can serve as an earlier night."""
-    cmd = [sys.executable, "-m", "pipeline.cli", "nightly", "--run-id", run_id]
+    cmd = [sys.executable, "-m", "cli", "nightly", "--run-id", run_id]
     settings = [
         f"store.out_dir={tmp_path / 'out'}",
         f"store.catalog={tmp_path / 'out' / 'catalog.duckdb'}",

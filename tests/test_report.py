@@ -347,10 +347,10 @@ def test_artifact_keys_are_valid_and_distinct():
 
 
 def _cli_app() -> typer.Typer:
-    from pipeline.report_cli import report
+    from cli.report import report
 
     app = typer.Typer()
-    app.callback()(lambda: None)  # keep `report` a subcommand, as in pipeline/cli.py
+    app.callback()(lambda: None)  # keep `report` a subcommand, as in cli/main.py
     app.command("report")(report)
     return app
 

@@ -112,7 +112,7 @@ def test_cli_announces_the_resumed_run(tmp_path):
     write_run(Store.from_config(cfg), crashed, cfg.config_hash(), "stopped", YESTERDAY_2350)
     with store_run_lock(out, "someone-else"):
         res = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "nightly", *sets],
+            [sys.executable, "-m", "cli", "nightly", *sets],
             cwd=ROOT,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
             capture_output=True,

@@ -101,7 +101,7 @@ def test_catalog_refresh_while_another_process_reads_it(tmp_path):
 
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -21,7 +21,7 @@ def server(tmp_path_factory, embedder):
     sets.append(f"retrieval.max_body_bytes={MAX_BODY}")
     ensure_index(load_config(None, sets), embedder, progress=False)
     port = free_port()
-    cmd = [sys.executable, "-m", "pipeline.cli", "index", "serve", "--port", str(port)]
+    cmd = [sys.executable, "-m", "cli", "index", "serve", "--port", str(port)]
     for s in sets:
         cmd += ["--set", s]
     base = f"http://127.0.0.1:{port}"

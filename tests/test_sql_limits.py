@@ -36,7 +36,7 @@ def catalog(tmp_path_factory) -> Path:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
         capture_output=True,

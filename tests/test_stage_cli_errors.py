@@ -26,7 +26,7 @@ GOOD = '{"id": "1", "contents": "\\"Ulm\\"\\nUlm is a city on the Danube."}\n'
 def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -235,7 +235,7 @@ class RecordingGenerator:
 @pytest.mark.slow
 def test_llm_guided_extraction_on_the_sample(llm, tmp_cfg):
     import pipeline.wikidata as kg
-    from pipeline.kg_cli import kg_app
+    from cli.kg import kg_app
 
     overrides = ["kg.num_seeds=4", "kg.max_hops=5"]
     cfg = tmp_cfg(*overrides)

@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.audit_cli import audit as audit_command
-from pipeline.cli_common import (
+from cli.audit import audit as audit_command
+from cli.common import (
     LimitOpt,
     ProfileOpt,
     SetOpt,
@@ -20,12 +20,12 @@ from pipeline.cli_common import (
     sql_limits,
     stage_errors,
 )
+from cli.export import export
+from cli.kg import kg_app
+from cli.report import report as report_command
+from cli.sql_output import Format, print_tables
 from pipeline.config import ConfigError, load_config
 from pipeline.errors import BadInputError
-from pipeline.export_cli import export
-from pipeline.kg_cli import kg_app
-from pipeline.report_cli import report as report_command
-from pipeline.sql_output import Format, print_tables
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",

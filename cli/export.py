@@ -1,6 +1,6 @@
 """`curriculum export`: SQL-filtered train/validation datasets for RL trainers.
 
-Kept apart from pipeline/cli.py (which registers it with `app.command()(export)`) and light to
+Kept apart from cli/main.py (which registers it with `app.command()(export)`) and light to
 import: duckdb, pyarrow and datasets load only when the command runs.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
+from cli.common import ProfileOpt, SetOpt, config_or_fail, fail
 
 
 class ExportFormat(StrEnum):

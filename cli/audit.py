@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
-from pipeline.sql_output import Format, print_tables
+from cli.common import LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
+from cli.sql_output import Format, print_tables
 
 
 def audit(

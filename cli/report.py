@@ -1,6 +1,6 @@
 """`curriculum report`: regenerate a landed run's Markdown + PNG report from the catalog.
 
-Registered in pipeline/cli.py with `app.command("report")(report)`.
+Registered in cli/main.py with `app.command("report")(report)`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail
+from cli.common import ProfileOpt, SetOpt, config_or_fail, fail
 
 
 def report(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli_common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
 
 # For bad input whose error carries no hint of its own (a missing or truncated dump);
 # an error over kg.error_budget says to raise it itself.
