@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
+from cli.common import FormatOpt, LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
 from cli.sql_output import Format, print_tables
 
 
@@ -28,9 +28,7 @@ def audit(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Audit one run (default: all runs).")
     ] = None,
-    fmt: Annotated[
-        Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
-    ] = Format.table,
+    fmt: FormatOpt = Format.table,
     limit: LimitOpt = None,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,

@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cli.sql_output import Format
 from pipeline.config import ConfigError, load_config
 from pipeline.errors import BadInputError
 
@@ -24,6 +25,9 @@ SetOpt = Annotated[
 LimitOpt = Annotated[
     int | None,
     typer.Option("--limit", min=1, help="Rows printed per query (default: sql.max_rows)."),
+]
+FormatOpt = Annotated[
+    Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
 ]
 
 EXIT_USAGE = 2
@@ -82,6 +86,7 @@ def quiet_input_tracebacks() -> None:
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
+    "FormatOpt",
     "LimitOpt",
     "ProfileOpt",
     "SetOpt",

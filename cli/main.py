@@ -11,6 +11,7 @@ import typer
 
 from cli.audit import audit as audit_command
 from cli.common import (
+    FormatOpt,
     LimitOpt,
     ProfileOpt,
     SetOpt,
@@ -145,9 +146,7 @@ def nightly(
 @app.command()
 def sql(
     query: Annotated[str, typer.Argument(help="SQL to run against the catalog (read-only).")],
-    fmt: Annotated[
-        Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
-    ] = Format.table,
+    fmt: FormatOpt = Format.table,
     limit: LimitOpt = None,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
