@@ -98,13 +98,13 @@ def nightly(
 
     choice = choose_run(Store.from_config(cfg), cfg, run_id)
     run_id = choice.run_id
-    if choice.message():
-        typer.secho(choice.message(), fg="yellow", err=True)
     try:
         # Fail in a second, before importing Prefect and starting its server; the flow then
         # holds the lock for the whole run.
         with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id):
             pass
+        if choice.message():  # only once the store is free: nothing resumes otherwise
+            typer.secho(choice.message(), fg="yellow", err=True)
         from flows.nightly import nightly as nightly_flow
 
         s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
@@ -181,10 +181,12 @@ def sql(
             where = f"query: statement {i}"
             try:
                 tables.append(fetch_table(con, f"statement {i}", statement, limits, where=where))
-            except SQLLimitError as exc:
-                fail(str(exc), exc.hint)
-            except duckdb.Error as exc:  # the user's SQL, not a bug: DuckDB's message says it
-                fail(f"{where}: {first_line(exc)}")
+            except (SQLLimitError, duckdb.Error) as exc:
+                if tables:  # the statements before it keep their results
+                    print_tables(tables, fmt)
+                if isinstance(exc, SQLLimitError):
+                    fail(str(exc), exc.hint)
+                fail(f"{where}: {first_line(exc)}")  # the user's SQL, not a bug
     print_tables(tables, fmt)
 
 

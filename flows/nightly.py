@@ -95,12 +95,13 @@ def nightly(
     cfg = load_config(profile, overrides or [])
     choice = choose_run(Store.from_config(cfg), cfg, run_id)
     run_id = choice.run_id
-    if choice.message():
-        get_run_logger().warning(choice.message())
-    get_run_logger().info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
     stop = StopRequest()
     # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.
     with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id), stop.installed():
+        if choice.message():
+            get_run_logger().warning(choice.message())
+        log = get_run_logger()
+        log.info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
         art = index_task(cfg, run_id)
         kg_task(cfg)
         generate_task(cfg, art, run_id, stop)

@@ -40,7 +40,14 @@ class Table:
     truncated: bool = False
 
     def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
+        """Rows as dicts; a repeated column name (`SELECT * FROM a, b`) gets a `_2`, `_3`
+        suffix so no value is dropped."""
+        seen: dict[str, int] = {}
+        keys = []
+        for c in self.columns:
+            seen[c] = seen.get(c, 0) + 1
+            keys.append(c if seen[c] == 1 else f"{c}_{seen[c]}")
+        return [dict(zip(keys, r, strict=True)) for r in self.rows]
 
     def column(self, name: str) -> list[Any]:
         i = self.columns.index(name)

@@ -100,9 +100,10 @@ def test_explicit_run_id_wins(tmp_cfg):
     assert choice.run_id == "my-run" and choice.message() is None
 
 
-def test_cli_announces_the_resumed_run(tmp_path):
-    """Through `curriculum nightly`: the message names the run before anything starts (the
-    store lock, held here, then stops the command before Prefect or any model loads)."""
+def test_cli_picks_the_unfinished_run_and_announces_it_only_when_the_store_is_free(tmp_path):
+    """Through `curriculum nightly`: the default picks the crashed run; with the store held by
+    another run (the lock, held here, stops the command before Prefect or any model loads)
+    nothing resumes, so the error names the chosen run and no "resuming" line is printed."""
     out = tmp_path / "out"
     sets = ["--set", f"store.out_dir={out}", "--set", f"store.catalog={out / 'c.duckdb'}"]
     from pipeline.config import load_config
@@ -121,7 +122,7 @@ def test_cli_announces_the_resumed_run(tmp_path):
         )
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
-    assert lines[0].startswith(f"resuming unfinished run {crashed} (started ")
+    assert "resuming" not in res.stderr
     assert (
-        lines[1].startswith("error: run 'someone-else'") and f"so {crashed!r} was not" in lines[1]
+        lines[0].startswith("error: run 'someone-else'") and f"so {crashed!r} was not" in lines[0]
     )

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import orjson
 import pytest
 
 from pipeline.audit import AuditError, run_sql_file
@@ -126,6 +127,13 @@ def test_cli_names_the_time_limit_and_notes_the_row_cap(catalog):
     assert capped.returncode == 0, capped.stderr
     assert capped.stdout.splitlines() == ["id", "0", "1", "2"]  # the note stays off stdout
     assert "showing the first 3 rows" in capped.stderr and "sql.max_rows" in capped.stderr
+
+    # A later failing statement keeps the earlier ones' results; repeated column names keep
+    # every value in JSON.
+    two = "SELECT a.id, b.id FROM passages a, passages b WHERE a.id = 1 AND b.id = 2; SELECT nope"
+    partial = cli("sql", two, "--set", cat, "-f", "json")
+    assert partial.returncode == 2 and "statement 2" in partial.stderr
+    assert orjson.loads(partial.stdout)["rows"] == [{"id": 1, "id_2": 2}]
 
     undecodable = os.fsdecode(b"SELECT '\xff'")  # what a non-UTF-8 argument becomes
     bad = cli("sql", undecodable, "--set", cat)
