@@ -1,6 +1,6 @@
 """IVF vs exact (Flat) FAISS search: recall@10 and queries/s over an nprobe sweep.
 
-Builds both indexes with the project's `build_index` (factory "auto", i.e. IVF{K},Flat with
+Builds both indexes with the project's `build_faiss_index` (factory "auto", i.e. IVF{K},Flat with
 K = ivf_lists(N) for N >= 200k, and "Flat") from memory-mapped .npy shards of synthetic
 L2-normalised vectors with cluster structure: a two-level Gaussian mixture (topics -> clusters
 -> points), each cluster spread over its own low-rank subspace, so nearest neighbours are graded
@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import faiss
 import numpy as np
 
-from pipeline.index import META_FILE, build_index, choose_factory
+from pipeline.index import META_FILE, build_faiss_index, choose_factory
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "out" / "bench" / "index"
 
@@ -87,7 +87,7 @@ def write_shards(mix: Mixture, n: int, shard_size: int, out: Path, seed: int) ->
 
 def timed_build(paths, dim, factory, out, args) -> tuple[faiss.Index, str, float]:
     start = time.perf_counter()
-    path = build_index(
+    path = build_faiss_index(
         paths,
         dim,
         factory,

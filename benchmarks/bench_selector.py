@@ -5,7 +5,7 @@
 
 1. generate: writes rows x dim float32 vectors (a mixture of 100 unit-norm directions plus
    noise, L2-normalised like E5 embeddings) as 50k-row .npy shards, as the index stage does;
-2. cluster:  `cluster_corpus` over those shards (streamed partial_fit + streamed assignment
+2. cluster:  `cluster_embeddings` over those shards (streamed partial_fit + streamed assignment
    pass writing the CLUSTERS Parquet): wall time and peak RSS;
 3. select:   `Selector` over that clustering: time to draw N (cluster, task, document, hop)
    tuples and to feed N feedback rows back.
@@ -74,12 +74,12 @@ def generate(out: Path, rows: int, dim: int, seed: int) -> dict:
 def cluster(out: Path, k: int, seed: int, batch_size: int, epochs: int) -> dict:
     from sklearn.cluster import MiniBatchKMeans  # noqa: F401  (import cost outside the timing)
 
-    from pipeline.selector import cluster_corpus
+    from pipeline.selector import cluster_embeddings
 
     paths = sorted((out / "emb").glob("emb-*.npy"))
     base = _rss_mb()
     t0 = time.perf_counter()
-    res = cluster_corpus(
+    res = cluster_embeddings(
         paths, None, k, seed, out / "clusters", batch_size=batch_size, epochs=epochs, reuse=False
     )
     seconds = time.perf_counter() - t0

@@ -44,12 +44,12 @@ def serve(way: str, port: int) -> None:
 
     from pipeline.config import load_config
     from pipeline.llm import chunked_head, make_backend
-    from pipeline.llm.openai_server import create_app
+    from pipeline.llm.openai_server import create_completions_app
 
     if way == "old":
         chunked_head.CHUNK_BYTES = 2**62  # every position's logits in one block, as before
     cfg = load_config(None, ["llm.backend=transformers"])  # our scoring, not vLLM's
-    app = create_app(make_backend(cfg.llm), cfg.llm.model, cfg.llm.serve)
+    app = create_completions_app(make_backend(cfg.llm), cfg.llm.model, cfg.llm.serve)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

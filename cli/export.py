@@ -27,7 +27,7 @@ class SplitBy(StrEnum):
     cluster = "cluster"
 
 
-def export(
+def export_command(
     out: Annotated[Path, typer.Argument(help="Export directory to create (built beside it).")],
     where: Annotated[
         str,

@@ -19,7 +19,7 @@ kg_app = typer.Typer(
 
 
 @kg_app.command("ingest")
-def ingest(
+def ingest_command(
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
     workers: Annotated[
@@ -48,7 +48,9 @@ def ingest(
 
 
 @kg_app.command("extract")
-def extract(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
+def extract_command(
+    profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None
+) -> None:
     """Ingest if needed, then LLM-guided path expansion + distractors (a Prefect flow)."""
     config_or_fail(profile, overrides)
     from flows.extract_subgraphs import extract_subgraphs

@@ -21,7 +21,7 @@ from cli.common import (
     sql_limits,
     stage_errors,
 )
-from cli.export import export
+from cli.export import export_command
 from cli.kg import kg_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
@@ -78,8 +78,8 @@ def main(
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-@app.command()
-def nightly(
+@app.command("nightly")
+def nightly_command(
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
     run_id: Annotated[
@@ -244,7 +244,7 @@ def index_serve(
     """Serve POST /retrieve (Search-R1 protocol) and GET /health over the index."""
     import uvicorn
 
-    from pipeline.server import Limits, create_app
+    from pipeline.server import Limits, create_retrieval_app
 
     cfg = config_or_fail(profile, overrides)
     r = cfg.retrieval
@@ -254,7 +254,7 @@ def index_serve(
         max_query_chars=r.max_query_chars,
         max_body_bytes=r.max_body_bytes,
     )
-    app_ = create_app(_retriever(cfg), limits, default_topk=r.topk)
+    app_ = create_retrieval_app(_retriever(cfg), limits, default_topk=r.topk)
     uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")
 
 
@@ -359,7 +359,7 @@ def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
 
 # Catalog commands, listed after the ones above in --help.
 app.command("audit")(audit_command)
-app.command()(export)
+app.command("export")(export_command)
 app.command("report")(report_command)
 
 

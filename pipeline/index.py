@@ -56,7 +56,7 @@ def choose_factory(factory: str, n: int, ivf_threshold: int = 200_000) -> str:
     return "Flat" if n < ivf_threshold else f"IVF{ivf_lists(n)},Flat"
 
 
-def build_index(
+def build_faiss_index(
     shard_paths: Sequence[Path],
     dim: int,
     factory: str,

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from pipeline.corpus import CorpusError, CorpusReject, load_corpus
 from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
-from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_index
+from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
 from pipeline.store import read_shard, sha256_file, utcnow, write_parquet_atomic
 from schemas.tables import REJECTS
 
@@ -157,7 +157,7 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         "duplicate_ids": stats.duplicates,
         "repaired_lines": stats.repaired,
     }
-    build_index(
+    build_faiss_index(
         emb.shards,
         emb.dim,
         cfg.index.factory,

@@ -32,7 +32,7 @@ def _document(h: Hit) -> dict[str, str]:
     return {"id": h.id, "contents": f'"{h.title}"\n{h.text}'}
 
 
-def create_app(
+def create_retrieval_app(
     retriever: Retriever, limits: Limits | None = None, default_topk: int = 3
 ) -> FastAPI:
     limits = limits or Limits()

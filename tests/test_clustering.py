@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.selector import ClusterResult, cluster_corpus, cluster_count, cluster_index
+from pipeline.selector import ClusterResult, cluster_count, cluster_embeddings, cluster_index
 from pipeline.selector.clustering import open_shards, read_block, read_rows
 from pipeline.store import read_shard, write_parquet_atomic
 from schemas.tables import EMBEDDINGS_MANIFEST, PASSAGES
@@ -64,7 +64,7 @@ def test_recovers_blobs_streamed_over_shards(tmp_path):
     x, labels = blobs(150, CENTERS)  # 600 rows
     paths = write_shards(tmp_path, x, [250, 100, 250])
     ids = [f"doc-{i}" for i in range(len(x))]
-    res = cluster_corpus(paths, ids, 4, seed=3, out_dir=tmp_path / "clusters", batch_size=64)
+    res = cluster_embeddings(paths, ids, 4, seed=3, out_dir=tmp_path / "clusters", batch_size=64)
     assert res.k == 4 and res.n_rows == 600
     # every true blob is exactly one cluster
     pairs = set(zip(labels.tolist(), res.assignments.tolist(), strict=True))
@@ -91,17 +91,17 @@ def test_recovers_blobs_streamed_over_shards(tmp_path):
 def test_deterministic_reused_and_keyed_by_k(tmp_path):
     x, _ = blobs(50, CENTERS, seed=1)
     paths = write_shards(tmp_path, x, [200])
-    a = cluster_corpus(paths, None, 4, seed=5, out_dir=tmp_path / "a", batch_size=32)
-    b = cluster_corpus(paths, None, 4, seed=5, out_dir=tmp_path / "b", batch_size=32)
+    a = cluster_embeddings(paths, None, 4, seed=5, out_dir=tmp_path / "a", batch_size=32)
+    b = cluster_embeddings(paths, None, 4, seed=5, out_dir=tmp_path / "b", batch_size=32)
     np.testing.assert_array_equal(a.centroids, b.centroids)
     np.testing.assert_array_equal(a.assignments, b.assignments)
     assert a.key == b.key and a.passage_ids.to_pylist()[:2] == ["0", "1"]
     # same inputs and parameters -> the committed directory is reused, not recomputed
     stamp = (a.dir / "clusters.parquet").stat().st_mtime_ns
-    c = cluster_corpus(paths, None, 4, seed=5, out_dir=tmp_path / "a", batch_size=32)
+    c = cluster_embeddings(paths, None, 4, seed=5, out_dir=tmp_path / "a", batch_size=32)
     assert c.dir == a.dir and (a.dir / "clusters.parquet").stat().st_mtime_ns == stamp
     # a different K is a different clustering next to it
-    d = cluster_corpus(paths, None, 6, seed=5, out_dir=tmp_path / "a", batch_size=32)
+    d = cluster_embeddings(paths, None, 6, seed=5, out_dir=tmp_path / "a", batch_size=32)
     assert d.dir != a.dir and d.k == 6
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "a").iterdir()) == [
         "k=0004",
@@ -111,7 +111,7 @@ def test_deterministic_reused_and_keyed_by_k(tmp_path):
 
 def test_k_capped_by_corpus_size(tmp_path):
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
-    res = cluster_corpus(write_shards(tmp_path, x, [3]), ["a", "b", "c"], 10, 0, tmp_path / "c")
+    res = cluster_embeddings(write_shards(tmp_path, x, [3]), ["a", "b", "c"], 10, 0, tmp_path / "c")
     assert (res.k, res.k_requested) == (3, 10)
     assert sorted(res.assignments.tolist()) == [0, 1, 2]
     assert res.distances == pytest.approx([0, 0, 0], abs=1e-5)
@@ -120,7 +120,7 @@ def test_k_capped_by_corpus_size(tmp_path):
 def test_rejects_mismatched_ids(tmp_path):
     x = np.zeros((5, 2), np.float32)
     with pytest.raises(ValueError, match="4 passage ids for 5"):
-        cluster_corpus(write_shards(tmp_path, x, [5]), ["a"] * 4, 2, 0, tmp_path / "c")
+        cluster_embeddings(write_shards(tmp_path, x, [5]), ["a"] * 4, 2, 0, tmp_path / "c")
 
 
 def test_cluster_index_reads_manifest_and_passages(tmp_path):

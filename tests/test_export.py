@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.export import export
+from cli.export import export_command
 from pipeline.export import (
     DEFAULT_WHERE,
     MANIFEST,
@@ -410,7 +410,7 @@ def test_existing_export_needs_overwrite(landed_run, tmp_path):
 
 def _cli() -> typer.Typer:
     app = typer.Typer()
-    app.command()(export)
+    app.command("export")(export_command)
 
     @app.callback()
     def main() -> None:

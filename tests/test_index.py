@@ -5,7 +5,7 @@ import pytest
 
 from pipeline.corpus import load_corpus
 from pipeline.embedding import corpus_fingerprint, embed_corpus, load_shards
-from pipeline.index import IndexMismatchError, Retriever, build_index, format_docs
+from pipeline.index import IndexMismatchError, Retriever, build_faiss_index, format_docs
 from pipeline.index_build import ensure_index
 
 
@@ -21,7 +21,7 @@ def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
         "passage_prompt": "",
         "fingerprint": fp,
     }
-    build_index(res.shards, res.dim, "Flat", tmp_path / "idx", meta)
+    build_faiss_index(res.shards, res.dim, "Flat", tmp_path / "idx", meta)
     retriever = Retriever(tmp_path / "idx", embedder)
     queries = [
         "who wrote the declaration of independence",
@@ -108,8 +108,10 @@ def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, r
     for d in (flat_dir, ivf_dir):
         d.mkdir()
         (d / "passages.parquet").write_bytes(passages.read_bytes())
-    build_index(res.shards, res.dim, "auto", flat_dir, meta, ivf_threshold=10_000)
-    build_index(res.shards, res.dim, "auto", ivf_dir, meta, train_per_list=30, ivf_threshold=500)
+    build_faiss_index(res.shards, res.dim, "auto", flat_dir, meta, ivf_threshold=10_000)
+    build_faiss_index(
+        res.shards, res.dim, "auto", ivf_dir, meta, train_per_list=30, ivf_threshold=500
+    )
     k_lists = ivf_lists(1000)
     assert 4 * 1000**0.5 <= k_lists <= 16 * 1000**0.5
     flat = Retriever(flat_dir, embedder)

@@ -300,7 +300,7 @@ def test_one_request_is_one_generate_call():
     """A list of prompts with n reaches the wrapped generator as ONE generate call."""
     from fastapi.testclient import TestClient
 
-    from pipeline.llm.openai_server import create_app
+    from pipeline.llm.openai_server import create_completions_app
 
     class Fake:
         model_id = "fake"
@@ -316,7 +316,7 @@ def test_one_request_is_one_generate_call():
             return len(text.split())
 
     fake = Fake()
-    client = TestClient(create_app(fake))
+    client = TestClient(create_completions_app(fake))
     body = {"prompt": ["a", "b", "c"], "n": 2, "max_tokens": 5, "seed": 3, "stop": ["\n"]}
     r = client.post("/v1/completions", json=body).json()
     assert len(fake.calls) == 1

@@ -86,7 +86,7 @@ def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
     )
 
 
-def create_app(
+def create_completions_app(
     generator: Generator, served_model_name: str | None = None, limits: Limits | None = None
 ) -> FastAPI:
     limits = limits or Limits()
@@ -366,7 +366,7 @@ def serve(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     generator = make_backend(cfg.llm)
-    app = create_app(generator, served_model_name or cfg.llm.model, cfg.llm.serve)
+    app = create_completions_app(generator, served_model_name or cfg.llm.model, cfg.llm.serve)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

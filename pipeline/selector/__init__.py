@@ -2,7 +2,7 @@
 
 paths, ids, fp = index_inputs(index_dir)
 k = cluster_count(cfg.selector.k0, cfg.selector.alpha, t)
-clusters = cluster_corpus(paths, ids, k, seed, out / "selector" / "clusters",
+clusters = cluster_embeddings(paths, ids, k, seed, out / "selector" / "clusters",
                           iteration=t, fingerprint=fp)
 sel = Selector.load_or_init(out / "selector" / "state", t, clusters, cfg.selector, seed)
 draws = sel.draw(n)
@@ -11,7 +11,12 @@ sel.save(out / "selector" / "state")
 """
 
 from pipeline.selector.bandit import UCB1Bandit
-from pipeline.selector.clustering import ClusterResult, cluster_corpus, cluster_index, index_inputs
+from pipeline.selector.clustering import (
+    ClusterResult,
+    cluster_embeddings,
+    cluster_index,
+    index_inputs,
+)
 from pipeline.selector.feedback import (
     proposer_reward_range,
     quality,
@@ -38,8 +43,8 @@ __all__ = [
     "Selector",
     "UCB1Bandit",
     "batch_probabilities",
-    "cluster_corpus",
     "cluster_count",
+    "cluster_embeddings",
     "cluster_index",
     "index_inputs",
     "inherit_split",

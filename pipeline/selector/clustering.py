@@ -235,7 +235,7 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def cluster_corpus(
+def cluster_embeddings(
     shard_paths: Sequence[str | Path],
     passage_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None,
     k: int,
@@ -433,16 +433,16 @@ def index_inputs(index_dir: str | Path) -> tuple[list[Path], pa.Array, str | Non
 def cluster_index(
     index_dir: str | Path, k: int, seed: int, out_dir: str | Path, **kwargs
 ) -> ClusterResult:
-    """`cluster_corpus` over an index directory's embedding shards and passages table."""
+    """`cluster_embeddings` over an index directory's embedding shards and passages table."""
     paths, ids, fingerprint = index_inputs(index_dir)
     kwargs.setdefault("fingerprint", fingerprint)
-    return cluster_corpus(paths, ids, k, seed, out_dir, **kwargs)
+    return cluster_embeddings(paths, ids, k, seed, out_dir, **kwargs)
 
 
 __all__ = [
     "ClusterResult",
     "NpyShard",
-    "cluster_corpus",
+    "cluster_embeddings",
     "cluster_index",
     "index_inputs",
     "open_shards",

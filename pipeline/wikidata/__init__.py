@@ -42,8 +42,8 @@ from pipeline.wikidata.graph import KnowledgeGraph, RelationFilter
 from pipeline.wikidata.subgraphs import (
     PROMPT_VERSION,
     ExpansionSettings,
-    extract_subgraphs,
     format_stats,
+    llm_guided_subgraphs,
     subgraph_stats,
     to_table,
 )
@@ -206,7 +206,7 @@ def extract(cfg, generator=None) -> ExtractResult:
             generator = make_generator(cfg.llm, default_cache_path(cfg), cfg.seed)
         generator = rendering(generator, make_renderer(cfg))
         settings = ExpansionSettings.from_config(cfg.kg, cfg.seed)
-        ex = extract_subgraphs(graph, generator, seeds, settings, key=key)
+        ex = llm_guided_subgraphs(graph, generator, seeds, settings, key=key)
     table = to_table(ex.records)
     write_parquet_atomic(out / SUBGRAPHS_FILE, table, cfg.store.compression)
     now = utcnow()

@@ -518,7 +518,7 @@ def subgraph_id(key: str, seed: str) -> str:
     return hashlib.sha256(f"{key}|{seed}".encode()).hexdigest()[:16]
 
 
-def extract_subgraphs(
+def llm_guided_subgraphs(
     graph: KnowledgeGraph,
     generator: Generator,
     seeds: Sequence[str],
@@ -705,8 +705,8 @@ __all__ = [
     "answer_types",
     "build_prompt",
     "expand_paths",
-    "extract_subgraphs",
     "format_stats",
+    "llm_guided_subgraphs",
     "offer",
     "parse_choice",
     "sample_distractors",
