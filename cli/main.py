@@ -244,17 +244,11 @@ def index_serve(
     """Serve POST /retrieve (Search-R1 protocol) and GET /health over the index."""
     import uvicorn
 
-    from pipeline.server import Limits, create_retrieval_app
+    from pipeline.server import create_retrieval_app
 
     cfg = config_or_fail(profile, overrides)
     r = cfg.retrieval
-    limits = Limits(
-        max_topk=r.max_topk,
-        max_queries=r.max_queries,
-        max_query_chars=r.max_query_chars,
-        max_body_bytes=r.max_body_bytes,
-    )
-    app_ = create_retrieval_app(_retriever(cfg), limits, default_topk=r.topk)
+    app_ = create_retrieval_app(_retriever(cfg), r)
     uvicorn.run(app_, host=host or r.host, port=port or r.port, log_level="info")
 
 

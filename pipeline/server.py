@@ -17,25 +17,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipeline.config import RetrievalConfig
 from pipeline.index import Hit, Retriever
 from pipeline.wire import BodySizeLimit, Text
-
-
-class Limits(BaseModel):
-    max_topk: int = 50
-    max_queries: int = 256
-    max_query_chars: int = 2048
-    max_body_bytes: int = 4 * 2**20
 
 
 def _document(h: Hit) -> dict[str, str]:
     return {"id": h.id, "contents": f'"{h.title}"\n{h.text}'}
 
 
-def create_retrieval_app(
-    retriever: Retriever, limits: Limits | None = None, default_topk: int = 3
-) -> FastAPI:
-    limits = limits or Limits()
+def create_retrieval_app(retriever: Retriever, limits: RetrievalConfig | None = None) -> FastAPI:
+    """The server over `retriever`, bounded by the `retrieval.*` section (its `topk` is the
+    default for requests without one)."""
+    limits = limits or RetrievalConfig()
 
     class RetrieveRequest(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
@@ -91,7 +85,7 @@ def create_retrieval_app(
     @app.post("/retrieve")
     def retrieve(req: RetrieveRequest) -> dict[str, Any]:
         with lock:
-            hits = retriever.search(req.queries, req.topk or default_topk)
+            hits = retriever.search(req.queries, req.topk or limits.topk)
         if req.return_scores:
             return {
                 "result": [
