@@ -39,7 +39,8 @@ def audit(
     (unknown audit or run, a statement that could write or fails, a query past an sql.*
     limit, no catalog)."""
     from pipeline.audit import AuditError, SQLLimitError, list_audits, run_audit, run_sql_file
-    from pipeline.readonly_sql import UnsafeSQLError, first_line
+    from pipeline.errors import first_line
+    from pipeline.readonly_sql import UnsafeSQLError
     from pipeline.store import StoreError
 
     if list_ or name == "list":

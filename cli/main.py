@@ -158,10 +158,10 @@ def sql(
     import duckdb
 
     from pipeline.bounded_sql import SQLLimitError, fetch_table
+    from pipeline.errors import first_line
     from pipeline.readonly_sql import (
         UnsafeSQLError,
         connect_audit,
-        first_line,
         read_only_statements,
     )
     from pipeline.store import StoreError

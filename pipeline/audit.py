@@ -18,11 +18,10 @@ import duckdb
 
 from pipeline.bounded_sql import SQLLimitError, Table, fetch_table
 from pipeline.config import SQLConfig
-from pipeline.errors import HintedError
+from pipeline.errors import HintedError, first_line
 from pipeline.readonly_sql import (
     UnsafeSQLError,
     connect_audit,
-    first_line,
     read_only_statements,
 )
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, first_line
 
 _READ = 1 << 20
 
@@ -116,9 +116,8 @@ class _ZstdRaw(io.RawIOBase):
 
 def bad_stream(path: Path, kind: str, exc: BaseException) -> CompressedInputError:
     """The one-line error for a broken stream: file, format and what the decoder said."""
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return CompressedInputError(
-        f"{path}: truncated or corrupt .{kind} file ({detail}); nothing from it was kept"
+        f"{path}: truncated or corrupt .{kind} file ({first_line(exc)}); nothing from it was kept"
     )
 
 

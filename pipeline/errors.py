@@ -24,4 +24,11 @@ class BadInputError(HintedError, ValueError):
     The CLI prints it as one line and exits 2; Prefect tasks never retry it."""
 
 
-__all__ = ["BadInputError", "HintedError"]
+def first_line(exc: BaseException) -> str:
+    """The one-line form of an error whose message may span lines (DuckDB's caret display,
+    vLLM's and decoders' details): its first line, or its type when it has no message."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["BadInputError", "HintedError", "first_line"]

@@ -29,7 +29,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation, first_line
+from pipeline.errors import first_line
+from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
 from pipeline.rewards import normalize
 from pipeline.store import StoreError, fsync_path, sha256_file
 from schemas.tables import KG_PATH, SCHEMA_VERSION

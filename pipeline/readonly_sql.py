@@ -13,8 +13,9 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.bounded_sql import apply_limits
 from pipeline.config import SQLConfig
-from pipeline.errors import HintedError
+from pipeline.errors import HintedError, first_line
 from pipeline.store import connect_readonly
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
@@ -27,13 +28,6 @@ _EXPLAIN_PREFIX = re.compile(
     r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*EXPLAIN\b(?:\s+ANALY[SZ]E\b|\s*\([^)]*\))?",
     re.IGNORECASE | re.DOTALL,
 )
-
-
-def first_line(exc: BaseException) -> str:
-    """DuckDB errors carry a multi-line caret display: the first line (or the type) is the
-    one-line message the CLIs print."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class UnsafeSQLError(HintedError, ValueError):
@@ -125,8 +119,6 @@ def connect_audit(
     `limits` caps its memory, spill space and threads (see pipeline.bounded_sql)."""
     con = connect_readonly(catalog)
     if limits is not None:
-        from pipeline.bounded_sql import apply_limits  # it imports first_line from here
-
         apply_limits(con, limits)
     # A query naming an https:// or s3:// file would otherwise download and install httpfs.
     con.execute("SET autoinstall_known_extensions = false")
@@ -155,6 +147,5 @@ __all__ = [
     "UnsafeSQLError",
     "connect_audit",
     "filter_relation",
-    "first_line",
     "read_only_statements",
 ]

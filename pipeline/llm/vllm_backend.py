@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import BadInputError
+from pipeline.errors import BadInputError, first_line
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
@@ -207,9 +207,9 @@ def engine(model: str, cache_dir: str, **engine_kwargs: Any):
     try:
         llm = vllm.LLM(model=path, **engine_kwargs)
     except Exception as exc:  # vLLM raises many types here; say which model, once
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise VLLMModelError(
-            f"vLLM could not start llm.model {model!r} ({path}): {type(exc).__name__}: {first}"
+            f"vLLM could not start llm.model {model!r} ({path}): "
+            f"{type(exc).__name__}: {first_line(exc)}"
         ) from exc
     log.info("vLLM engine for %s ready in %.1f s", model, time.perf_counter() - t)
     _ENGINES[key] = llm
@@ -330,8 +330,7 @@ class VLLMGenerator:
         try:
             outputs = self.llm.generate(inputs, sp, use_tqdm=False)
         except self._refused as exc:  # vLLM validates every request before running any
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise ValueError(f"vLLM refused the batch: {first}") from exc
+            raise ValueError(f"vLLM refused the batch: {first_line(exc)}") from exc
         st = self.stats
         st["generate_s"] += time.perf_counter() - t
         for out in outputs:
