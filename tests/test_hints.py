@@ -3,9 +3,7 @@ same command can raise. Each case runs the real CLI on input generated here."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import functools
 from pathlib import Path
 
 import pytest
@@ -14,19 +12,12 @@ from typer.testing import CliRunner
 
 from cli.audit import audit
 from pipeline.store import Store
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+cli = functools.partial(run_cli, timeout=300)
 
 
 def error_and_hint(stderr: str) -> tuple[str, str | None]:

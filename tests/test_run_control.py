@@ -1,5 +1,6 @@
 """Store run lock, graceful stop on signals, catalog refresh under readers, CLI error lines."""
 
+import functools
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 from pipeline.run_control import RunInProgressError, StopRequest, store_run_lock
 from pipeline.store import Store
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 
 def test_second_run_on_a_store_is_refused_naming_the_holder(tmp_path):
@@ -99,14 +100,7 @@ def test_catalog_refresh_while_another_process_reads_it(tmp_path):
     assert not list(catalog.parent.glob(".*.tmp*"))
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+_cli = functools.partial(run_cli, timeout=120)
 
 
 def test_unexpected_error_is_one_line_with_a_hint_and_traceback_behind_debug(tmp_path):

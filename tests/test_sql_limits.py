@@ -3,9 +3,8 @@ named in its error, on a real DuckDB file generated here."""
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from pipeline.audit import AuditError, run_sql_file
 from pipeline.bounded_sql import SQLLimitError, fetch_table
 from pipeline.config import SQLConfig
 from pipeline.readonly_sql import connect_audit
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = 20_000
@@ -35,15 +35,7 @@ def catalog(tmp_path_factory) -> Path:
     return path
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+cli = functools.partial(run_cli, timeout=120)
 
 
 def test_a_statement_past_its_time_limit_is_interrupted_naming_the_limit(catalog):

@@ -5,9 +5,7 @@ only transient failures."""
 from __future__ import annotations
 
 import bz2
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,22 +15,14 @@ from prefect.states import Failed
 from flows.retry import retry_transient
 from pipeline.corpus import CorpusError
 from pipeline.llm.http_backend import LLMConnectionError
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DUMP = ROOT / "data" / "sample" / "wikidata_sample.json"
 GOOD = '{"id": "1", "contents": "\\"Ulm\\"\\nUlm is a city on the Danube."}\n'
 
 
-def cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+cli = run_cli
 
 
 def assert_one_line_error(res: subprocess.CompletedProcess, *names: str) -> str:
