@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from pipeline.agents.prompts import ANSWER_STOP, answer_prompt, load_few_shot
-from pipeline.config import load_config
+from pipeline.core.config import load_config
 from pipeline.llm.base import SamplingParams
 from pipeline.llm.cpu_linear import use_skinny_linear
 from pipeline.llm.transformers_backend import TransformersGenerator, _KVCache

@@ -2,7 +2,8 @@
 
 The corpus reader used to keep every id it had seen in a Python dict (id -> line), ~1.5 GB at
 the 21M passages of Wikipedia-2018. It now checks after the pass with DuckDB over the passages
-file it just wrote (`pipeline.corpus.find_duplicate_ids`, memory-limited, spilling to disk).
+file it just wrote (`pipeline.retrieval.corpus.find_duplicate_ids`, memory-limited,
+spilling to disk).
 This writes a passages-shaped Parquet file of N ids (FlashRAG-style decimal ids, default 5M,
 with three duplicated ids at known lines), then runs each check in a fresh child process and
 reads the child's own peak RSS (ru_maxrss via os.wait4). Both children import the same
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.corpus import find_duplicate_ids  # noqa: E402
+from pipeline.retrieval.corpus import find_duplicate_ids  # noqa: E402
 from schemas.tables import PASSAGES  # noqa: E402
 
 DUPLICATED = (7, 1_000, 40_000)  # ids repeated once more at the end of the file

@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow.parquet as pq
 from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.corpus import load_corpus
-from pipeline.embedding import (
+from pipeline.retrieval.corpus import load_corpus
+from pipeline.retrieval.embedding import (
     Embedder,
     corpus_fingerprint,
     embed_corpus,

@@ -30,8 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.corpus import load_corpus
-from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
+from pipeline.retrieval.corpus import load_corpus
+from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "memory"

@@ -52,8 +52,8 @@ def child(engine: str, args: argparse.Namespace) -> dict:
     """Run the workload on one engine in this process; return its figures."""
     from generation_setup import load_engine, plan_items
 
-    from pipeline.config import load_config
-    from pipeline.generation import process_shard
+    from pipeline.core.config import load_config
+    from pipeline.generation.shards import process_shard
 
     cfg = load_config(
         None,

@@ -31,8 +31,8 @@ from generation_setup import load_engine, plan_items
 from scipy.stats import spearmanr
 
 from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
-from pipeline.config import load_config
-from pipeline.generation import process_shard
+from pipeline.core.config import load_config
+from pipeline.generation.shards import process_shard
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "generation"

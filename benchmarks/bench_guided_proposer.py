@@ -19,8 +19,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from generation_setup import load_engine, plan_items
 
-from pipeline.config import load_config
-from pipeline.generation import process_shard
+from pipeline.core.config import load_config
+from pipeline.generation.shards import process_shard
 from pipeline.llm.base import SamplingParams
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import faiss
 import numpy as np
 
-from pipeline.index import META_FILE, build_faiss_index, choose_factory
+from pipeline.retrieval.faiss_index import META_FILE, build_faiss_index, choose_factory
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "out" / "bench" / "index"
 

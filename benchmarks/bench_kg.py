@@ -117,7 +117,7 @@ def write_synthetic_dump(path: Path, n: int, seed: int = 0) -> dict:
 
 def child_ingest(dump: Path, out: Path, workers: int) -> None:
     """Run in a fresh process: ingest once, print timings and peak RSS as JSON."""
-    from pipeline.wikidata.dump import ingest_dump
+    from pipeline.kg.dump import ingest_dump
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
@@ -208,13 +208,13 @@ def bench_ingest(args) -> dict:
 
 
 def bench_expansion(args) -> dict:
-    from pipeline.config import load_config
-    from pipeline.corpus import load_corpus
+    from pipeline.core.config import load_config
+    from pipeline.kg.dump import ingest_dump
+    from pipeline.kg.extract import choose_seeds, relation_filter
+    from pipeline.kg.graph import KnowledgeGraph
+    from pipeline.kg.subgraphs import ExpansionSettings, expand_paths
     from pipeline.llm.transformers_backend import TransformersGenerator
-    from pipeline.wikidata import choose_seeds, relation_filter
-    from pipeline.wikidata.dump import ingest_dump
-    from pipeline.wikidata.graph import KnowledgeGraph
-    from pipeline.wikidata.subgraphs import ExpansionSettings, expand_paths
+    from pipeline.retrieval.corpus import load_corpus
 
     cfg = load_config()
     base = Path(args.dir) / "expansion"

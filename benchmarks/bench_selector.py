@@ -99,7 +99,7 @@ def cluster(out: Path, k: int, seed: int, batch_size: int, epochs: int) -> dict:
 
 
 def select(cluster_dir: Path, draws: int, seed: int) -> dict:
-    from pipeline.config import SelectorConfig
+    from pipeline.core.config import SelectorConfig
     from pipeline.selector import ClusterResult, Feedback, Selector
 
     t0 = time.perf_counter()

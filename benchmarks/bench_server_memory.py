@@ -42,7 +42,7 @@ def serve(way: str, port: int) -> None:
     """Child: the OpenAI-compatible server, scoring the old or the new way."""
     import uvicorn
 
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     from pipeline.llm import chunked_head, make_backend
     from pipeline.llm.openai_server import create_completions_app
 

@@ -19,12 +19,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pyarrow.parquet as pq
 
+from pipeline.agents.evidence import sentences
 from pipeline.agents.prompts import ANSWER_STOP, answer_prompt, load_few_shot
-from pipeline.config import load_config
-from pipeline.corpus import load_corpus
-from pipeline.evidence import sentences
+from pipeline.core.config import load_config
 from pipeline.llm.base import SamplingParams
 from pipeline.llm.transformers_backend import TransformersGenerator
+from pipeline.retrieval.corpus import load_corpus
 
 
 def main() -> None:

@@ -25,9 +25,9 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bounded_sql import SQLLimitError, fetch_table  # noqa: E402
-from pipeline.config import SQLConfig  # noqa: E402
-from pipeline.readonly_sql import connect_audit  # noqa: E402
+from pipeline.catalog.bounded_sql import SQLLimitError, fetch_table  # noqa: E402
+from pipeline.catalog.readonly_sql import connect_audit  # noqa: E402
+from pipeline.core.config import SQLConfig  # noqa: E402
 
 QUERIES = {
     "aggregate": "SELECT count(*) FROM passages a, passages b WHERE a.text < b.text",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.corpus import split_contents
+from pipeline.retrieval.corpus import split_contents
 
 
 def write_synthetic_corpus(src: Path, n: int, out: Path, words: int) -> None:

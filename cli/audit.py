@@ -38,10 +38,16 @@ def audit(
     Exit code 0 when the audit passes or only reports, 1 when its rule fails, 2 on an error
     (unknown audit or run, a statement that could write or fails, a query past an sql.*
     limit, no catalog)."""
-    from pipeline.audit import AuditError, SQLLimitError, list_audits, run_audit, run_sql_file
-    from pipeline.errors import first_line
-    from pipeline.readonly_sql import UnsafeSQLError
-    from pipeline.store import StoreError
+    from pipeline.catalog.audit import (
+        AuditError,
+        SQLLimitError,
+        list_audits,
+        run_audit,
+        run_sql_file,
+    )
+    from pipeline.catalog.readonly_sql import UnsafeSQLError
+    from pipeline.catalog.store import StoreError
+    from pipeline.core.errors import first_line
 
     if list_ or name == "list":
         if fmt is Format.table:
@@ -49,7 +55,7 @@ def audit(
             for n, desc in list_audits():
                 typer.echo(f"{n:<{width}}  {desc}")
         else:
-            from pipeline.audit import Table
+            from pipeline.catalog.audit import Table
 
             print_tables([Table("audits", ["name", "description"], list_audits())], fmt)
         return

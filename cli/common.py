@@ -12,8 +12,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from cli.sql_output import Format
-from pipeline.config import ConfigError, load_config
-from pipeline.errors import BadInputError
+from pipeline.core.config import ConfigError, load_config
+from pipeline.core.errors import BadInputError
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")

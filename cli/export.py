@@ -75,7 +75,7 @@ def export_command(
     Questions are deduplicated by their normalised text and records sharing a passage never
     straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
     cfg = config_or_fail(profile, overrides)
-    from pipeline.export import ExportError, export_curriculum
+    from pipeline.catalog.export import ExportError, export_curriculum
 
     catalog = cfg.resolve_path(cfg.store.catalog)
     try:

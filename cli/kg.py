@@ -27,7 +27,7 @@ def ingest_command(
     ] = None,
 ) -> None:
     """Stream the dump (kg.dump_path) into entities / edges / rejects Parquet parts."""
-    from pipeline.wikidata import ingest as run_ingest
+    from pipeline.kg.extract import ingest as run_ingest
 
     cfg = config_or_fail(profile, overrides)
     with stage_errors(HINT, "aborted: committed chunks are kept; rerun to resume"):
@@ -72,7 +72,7 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw statistics.")] = False,
 ) -> None:
     """Figure-5 style report: path lengths, answer types, relations, relations per subgraph."""
-    from pipeline.wikidata import KGNotReadyError, find_extract, format_stats
+    from pipeline.kg.extract import KGNotReadyError, find_extract, format_stats
 
     cfg = config_or_fail(profile, overrides)
     try:

@@ -25,8 +25,8 @@ from cli.export import export_command
 from cli.kg import kg_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
-from pipeline.config import ConfigError, load_config
-from pipeline.errors import BadInputError
+from pipeline.core.config import ConfigError, load_config
+from pipeline.core.errors import BadInputError
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -92,9 +92,9 @@ def nightly_command(
 ) -> None:
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     cfg = config_or_fail(profile, overrides)
-    from pipeline.run_control import RunInProgressError, store_run_lock
-    from pipeline.runs import choose_run
-    from pipeline.store import Store
+    from pipeline.catalog.runs import choose_run
+    from pipeline.catalog.store import Store
+    from pipeline.core.run_control import RunInProgressError, store_run_lock
 
     choice = choose_run(Store.from_config(cfg), cfg, run_id)
     run_id = choice.run_id
@@ -157,14 +157,14 @@ def sql(
     one fails naming it, exit 2, as does a statement DuckDB rejects."""
     import duckdb
 
-    from pipeline.bounded_sql import SQLLimitError, fetch_table
-    from pipeline.errors import first_line
-    from pipeline.readonly_sql import (
+    from pipeline.catalog.bounded_sql import SQLLimitError, fetch_table
+    from pipeline.catalog.readonly_sql import (
         UnsafeSQLError,
         connect_audit,
         read_only_statements,
     )
-    from pipeline.store import StoreError
+    from pipeline.catalog.store import StoreError
+    from pipeline.core.errors import first_line
 
     cfg = config_or_fail(profile, overrides)
     limits = sql_limits(cfg, limit)
@@ -191,9 +191,9 @@ def sql(
 
 
 def _retriever(cfg):
-    from pipeline.embedding import Embedder
-    from pipeline.index import IndexMismatchError, Retriever
-    from pipeline.index_build import IndexNotBuiltError, find_index
+    from pipeline.retrieval.embedding import Embedder
+    from pipeline.retrieval.faiss_index import IndexMismatchError, Retriever
+    from pipeline.retrieval.index_build import IndexNotBuiltError, find_index
 
     try:
         art = find_index(cfg)
@@ -244,7 +244,7 @@ def index_serve(
     """Serve POST /retrieve (Search-R1 protocol) and GET /health over the index."""
     import uvicorn
 
-    from pipeline.server import create_retrieval_app
+    from pipeline.retrieval.server import create_retrieval_app
 
     cfg = config_or_fail(profile, overrides)
     r = cfg.retrieval
@@ -314,8 +314,8 @@ def selector_show(
     import numpy as np
     import pyarrow.parquet as pq
 
-    from pipeline.plan import selector_dirs
     from pipeline.selector import saved_iterations, ucb_scores
+    from pipeline.selector.run_plan import selector_dirs
     from pipeline.selector.state import iteration_dir
 
     cfg = config_or_fail(profile, overrides)

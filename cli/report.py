@@ -23,8 +23,8 @@ def report(
     """Write runs/<run id>/report/ (report.md + PNG plots) for a landed run; print its path."""
     import duckdb
 
-    from pipeline.report import known_run_ids, write_run_report
-    from pipeline.store import Store, StoreError
+    from pipeline.catalog.report import known_run_ids, write_run_report
+    from pipeline.catalog.store import Store, StoreError
 
     cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:  # the CLI imports this module at start-up; duckdb loads on first query
-    from pipeline.bounded_sql import Table
+    from pipeline.catalog.bounded_sql import Table
 
 
 class Format(StrEnum):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
-from pipeline.config import load_config
-from pipeline.index_build import IndexArtifacts, ensure_index
+from pipeline.core.config import load_config
+from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 
 
 @task(name="build-index", **RETRY)

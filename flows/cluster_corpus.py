@@ -5,10 +5,10 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
-from pipeline.config import load_config
-from pipeline.index_build import ensure_index
-from pipeline.plan import clusters_for, selector_dirs
+from pipeline.core.config import load_config
+from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector import ClusterResult
+from pipeline.selector.run_plan import clusters_for, selector_dirs
 from pipeline.selector.state import latest_iteration
 
 

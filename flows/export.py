@@ -6,8 +6,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from pipeline.config import load_config
-from pipeline.export import DEFAULT_WHERE, export_curriculum
+from pipeline.catalog.export import DEFAULT_WHERE, export_curriculum
+from pipeline.core.config import load_config
 
 
 @flow(name="export", log_prints=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
-from pipeline import wikidata as kg
-from pipeline.config import load_config
+from pipeline.core.config import load_config
+from pipeline.kg import extract as kg
 
 
 @task(name="kg-ingest", **RETRY)

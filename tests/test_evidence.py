@@ -1,6 +1,6 @@
+from pipeline.agents.evidence import locate, sentences
 from pipeline.agents.prompts import FewShot
 from pipeline.agents.proposer import copies_example, parse_proposal, tag
-from pipeline.evidence import locate, sentences
 
 TEXT = (
     "Ulm is a city on the Danube in Germany. Albert Einstein was born there in 1879. "

@@ -13,7 +13,8 @@ import typer
 from typer.testing import CliRunner
 
 from cli.export import export_command
-from pipeline.export import (
+from pipeline.agents.rewards import normalize
+from pipeline.catalog.export import (
     DEFAULT_WHERE,
     MANIFEST,
     SEARCH_R1_TEMPLATE,
@@ -30,8 +31,7 @@ from pipeline.export import (
     verify_export,
     verl_table,
 )
-from pipeline.readonly_sql import connect_audit
-from pipeline.rewards import normalize
+from pipeline.catalog.readonly_sql import connect_audit
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 EXTRA_INFO = {

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from cli.audit import audit
-from pipeline.store import Store
+from pipeline.catalog.store import Store
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def test_dump_over_its_error_budget_hints_at_the_budget(tmp_path):
 
 
 def test_corpus_bad_line_in_raise_mode_hints_at_reject_mode(tmp_path):
-    from pipeline.corpus import CorpusError, load_corpus
+    from pipeline.retrieval.corpus import CorpusError, load_corpus
 
     src = tmp_path / "c.jsonl"
     src.write_text('{"id": "1", "title": "T", "text": "x"}\nnot json\n')

@@ -3,10 +3,15 @@
 import numpy as np
 import pytest
 
-from pipeline.corpus import load_corpus
-from pipeline.embedding import corpus_fingerprint, embed_corpus, load_shards
-from pipeline.index import IndexMismatchError, Retriever, build_faiss_index, format_docs
-from pipeline.index_build import ensure_index
+from pipeline.retrieval.corpus import load_corpus
+from pipeline.retrieval.embedding import corpus_fingerprint, embed_corpus, load_shards
+from pipeline.retrieval.faiss_index import (
+    IndexMismatchError,
+    Retriever,
+    build_faiss_index,
+    format_docs,
+)
+from pipeline.retrieval.index_build import ensure_index
 
 
 def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
@@ -64,9 +69,9 @@ def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
 
 
 def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp_cfg):
-    from pipeline.runs import generation_shards_done
+    from pipeline.catalog.runs import generation_shards_done
+    from pipeline.catalog.store import Store
     from pipeline.stages import index_stage
-    from pipeline.store import Store
     from tests.conftest import SAMPLE_CORPUS
 
     lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:40]
@@ -92,7 +97,7 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
 
 
 def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, realdata):
-    from pipeline.index import ivf_lists
+    from pipeline.retrieval.faiss_index import ivf_lists
 
     passages = tmp_path / "passages.parquet"
     load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
@@ -129,7 +134,7 @@ def test_parquet_corpus_input(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.corpus import iter_corpus
+    from pipeline.retrieval.corpus import iter_corpus
 
     src = tmp_path / "c.parquet"
     pq.write_table(
@@ -145,7 +150,7 @@ def test_parquet_corpus_input(tmp_path):
 
 @pytest.mark.slow
 def test_multi_process_pool_gives_the_same_vectors(embedder):
-    from pipeline.embedding import Embedder
+    from pipeline.retrieval.embedding import Embedder
     from tests.conftest import SAMPLE_CORPUS
 
     texts = [line[:300] for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:64]]

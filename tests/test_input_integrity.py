@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.compressed import CompressedInputError
-from pipeline.corpus import CorpusError, find_duplicate_ids, load_corpus
-from pipeline.errors import BadInputError
-from pipeline.store import Store, read_shard
-from pipeline.wikidata.dump import COMPLETE_MARKER, ingest_dump, parse_entity, part_files
+from pipeline.catalog.store import Store, read_shard
+from pipeline.core.compressed import CompressedInputError
+from pipeline.core.errors import BadInputError
+from pipeline.kg.dump import COMPLETE_MARKER, ingest_dump, parse_entity, part_files
+from pipeline.retrieval.corpus import CorpusError, find_duplicate_ids, load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DUMP = ROOT / "data" / "sample" / "wikidata_sample.json"
@@ -272,7 +272,7 @@ def test_duplicate_entity_keeps_the_first_copy_within_and_across_chunks(tmp_path
 
 
 def test_crash_while_dropping_duplicates_is_repaired_by_the_rerun(tmp_path, monkeypatch):
-    import pipeline.wikidata.dump as dump
+    import pipeline.kg.dump as dump
 
     lines = dump_bytes().splitlines(keepends=True)
     base = ingest_dump(SAMPLE_DUMP, tmp_path / "base", chunk_lines=60)
@@ -334,7 +334,7 @@ def test_kg_rejects_are_in_the_catalogs_rejects_view(realdata, tmp_path):
     assert expected > 0
     store = Store(tmp_path / "store")
     store.refresh_catalog({"kg_rejects": parts})
-    from pipeline.store import connect_readonly
+    from pipeline.catalog.store import connect_readonly
 
     with connect_readonly(store.catalog_path) as con:
         n, stages = con.execute(

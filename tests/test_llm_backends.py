@@ -711,7 +711,7 @@ def test_cache_survives_sigkill(tmp_path):
 
 
 def test_make_generator_wraps_the_backend_in_the_cache(tmp_path):
-    from pipeline.config import LLMConfig, load_config
+    from pipeline.core.config import LLMConfig, load_config
     from pipeline.llm import make_generator
     from pipeline.llm.cache import default_cache_path
 
@@ -732,7 +732,7 @@ def test_make_generator_wraps_the_backend_in_the_cache(tmp_path):
 
 
 def test_vllm_missing_is_a_clear_import_error(monkeypatch):
-    from pipeline.config import LLMConfig
+    from pipeline.core.config import LLMConfig
     from pipeline.llm import make_backend
     from pipeline.llm.vllm_backend import VLLMGenerator
 

@@ -10,8 +10,8 @@ import time
 import duckdb
 import pytest
 
-from pipeline.generation import record_id
-from pipeline.rewards import hop_grouped_advantages
+from pipeline.agents.rewards import hop_grouped_advantages
+from pipeline.generation.shards import record_id
 from tests.conftest import LANDED_SETTINGS, ROOT
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     after = [orjson.loads(line) for line in manifest.read_text().splitlines()]
     assert [e["shard"] for e in after] == ["00000", "00001", "00002"]
     assert after[: len(before)] == before
-    from pipeline.store import sha256_file
+    from pipeline.catalog.store import sha256_file
 
     for entry in before:
         for f in entry["files"]:

@@ -18,9 +18,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipeline.config import load_config
-from pipeline.report import PLOT_NAMES, RunReport, write_run_report
-from pipeline.store import Store
+from pipeline.catalog.report import PLOT_NAMES, RunReport, write_run_report
+from pipeline.catalog.store import Store
+from pipeline.core.config import load_config
 from schemas.tables import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -329,7 +329,7 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
 
 
 def test_cell_escaping_keeps_tables_intact():
-    from pipeline.report import _cell
+    from pipeline.catalog.report import _cell
 
     assert _cell("a | b\nc") == "a \\| b c"
     assert _cell("x" * 50, 10) == "x" * 9 + "…"
@@ -383,7 +383,7 @@ PREFECT_SCRIPT = textwrap.dedent(
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
     from flows.report import artifact_key, report_task
 
     out, catalog, run_id = sys.argv[1:4]

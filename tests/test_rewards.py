@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pipeline import rewards as R
+from pipeline.agents import rewards as R
 
 
 def test_normalize_and_contains():

@@ -8,18 +8,18 @@ import re
 import pytest
 
 from pipeline.agents.prompts import load_few_shot
+from pipeline.agents.rewards import exact_match, wcr_reward
+from pipeline.agents.rollout import RolloutConfig, TurnGuide, run_rollouts
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
-from pipeline.index import Retriever
-from pipeline.index_build import ensure_index
 from pipeline.llm.base import SamplingParams
-from pipeline.rewards import exact_match, wcr_reward
-from pipeline.rollout import RolloutConfig, TurnGuide, run_rollouts
+from pipeline.retrieval.faiss_index import Retriever
+from pipeline.retrieval.index_build import ensure_index
 from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory, embedder):
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     out = tmp_path_factory.mktemp("rollout") / "out"
     cfg = load_config(None, [f"store.out_dir={out}"])

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.run_control import store_run_lock
-from pipeline.runs import choose_run, default_run_id
-from pipeline.store import Store, utcnow
+from pipeline.catalog.runs import choose_run, default_run_id
+from pipeline.catalog.store import Store, utcnow
+from pipeline.core.run_control import store_run_lock
 from schemas.tables import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,9 +63,9 @@ def test_a_run_killed_between_generation_and_feedback_is_resumed(tmp_cfg):
     iteration's state is saved the run is not finished."""
     import pyarrow as pa
 
-    from pipeline.plan import PLAN_FILE, selector_dirs
+    from pipeline.catalog.store import write_parquet_atomic
+    from pipeline.selector.run_plan import PLAN_FILE, selector_dirs
     from pipeline.selector.state import META_FILE
-    from pipeline.store import write_parquet_atomic
     from schemas.tables import RUN_PLAN
 
     cfg = tmp_cfg()
@@ -106,7 +106,7 @@ def test_cli_picks_the_unfinished_run_and_announces_it_only_when_the_store_is_fr
     nothing resumes, so the error names the chosen run and no "resuming" line is printed."""
     out = tmp_path / "out"
     sets = ["--set", f"store.out_dir={out}", "--set", f"store.catalog={out / 'c.duckdb'}"]
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     cfg = load_config(None, [s for s in sets if s != "--set"])
     crashed = default_run_id(cfg, YESTERDAY_2350.date())

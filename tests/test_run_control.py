@@ -10,8 +10,8 @@ import time
 import duckdb
 import pytest
 
-from pipeline.run_control import RunInProgressError, StopRequest, store_run_lock
-from pipeline.store import Store
+from pipeline.catalog.store import Store
+from pipeline.core.run_control import RunInProgressError, StopRequest, store_run_lock
 from tests.conftest import ROOT, run_cli
 
 
@@ -31,7 +31,7 @@ def test_lock_of_a_killed_process_is_released(tmp_path):
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from pipeline.run_control import store_run_lock\n"
+            "from pipeline.core.run_control import store_run_lock\n"
             "with store_run_lock(Path(sys.argv[1]), 'crashy'):\n"
             "    print('held', flush=True); time.sleep(60)",
             str(tmp_path),
@@ -140,8 +140,8 @@ def test_sql_command_refuses_statements_that_write(tmp_path):
 
 
 def test_only_transient_failures_are_retried():
+    from pipeline.core.run_control import is_transient
     from pipeline.llm.http_backend import LLMConnectionError, LLMServerError
-    from pipeline.run_control import is_transient
 
     url = "http://127.0.0.1:1/v1/completions"
     assert is_transient(LLMConnectionError(url, TimeoutError("read"), 4))

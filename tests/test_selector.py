@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.config import SelectorConfig
+from pipeline.catalog.store import read_shard
+from pipeline.core.config import SelectorConfig
 from pipeline.selector import (
     ClusterResult,
     Feedback,
@@ -31,7 +32,6 @@ from pipeline.selector.feedback import duplicate_counts, q_ans, q_len, quality
 from pipeline.selector.sampling import FenwickSampler, draw_probabilities, hop_pmf
 from pipeline.selector.state import iteration_dir
 from pipeline.selector.ucb import pick_arms
-from pipeline.store import read_shard
 
 
 def make_clusters(

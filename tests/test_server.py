@@ -6,7 +6,7 @@ import sys
 import httpx
 import pytest
 
-from pipeline.index_build import ensure_index
+from pipeline.retrieval.index_build import ensure_index
 from tests.conftest import free_port, start_server
 
 MAX_BODY = 8192
@@ -14,7 +14,7 @@ MAX_BODY = 8192
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, embedder):
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     out = tmp_path_factory.mktemp("srv") / "out"
     sets = [f"store.out_dir={out}", "retrieval.max_topk=10", "retrieval.max_queries=4"]

@@ -12,10 +12,10 @@ import duckdb
 import orjson
 import pytest
 
-from pipeline.audit import AuditError, run_sql_file
-from pipeline.bounded_sql import SQLLimitError, fetch_table
-from pipeline.config import SQLConfig
-from pipeline.readonly_sql import connect_audit
+from pipeline.catalog.audit import AuditError, run_sql_file
+from pipeline.catalog.bounded_sql import SQLLimitError, fetch_table
+from pipeline.catalog.readonly_sql import connect_audit
+from pipeline.core.config import SQLConfig
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,15 +133,15 @@ def test_cli_names_the_time_limit_and_notes_the_row_cap(catalog):
 
 
 def test_a_cut_audit_listing_keeps_its_verdict_and_counts_at_least(tmp_path):
-    from pipeline.audit import AUDITS, run_audit
-    from pipeline.bounded_sql import Table
+    from pipeline.catalog.audit import AUDITS, run_audit
+    from pipeline.catalog.bounded_sql import Table
 
     cut = Table("evidence mismatches", ["record_id"], [("r1",), ("r2",)], truncated=True)
     assert AUDITS["evidence"].rule([cut]).startswith("at least 2 verbatim record(s)")
     whole = Table("evidence mismatches", ["record_id"], [("r1",), ("r2",)])
     assert AUDITS["evidence"].rule([whole]).startswith("2 verbatim record(s)")
     # Every named audit runs under the limits (an empty real catalog).
-    from pipeline.store import Store
+    from pipeline.catalog.store import Store
 
     catalog = Store(tmp_path / "out", tmp_path / "out" / "c.duckdb").refresh_catalog()
     for name in AUDITS:

@@ -13,8 +13,8 @@ import zstandard
 from prefect.states import Failed
 
 from flows.retry import retry_transient
-from pipeline.corpus import CorpusError
 from pipeline.llm.http_backend import LLMConnectionError
+from pipeline.retrieval.corpus import CorpusError
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,17 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.corpus import load_corpus
-from pipeline.store import read_shard
-from pipeline.wikidata.dump import ingest_dump
-from pipeline.wikidata.graph import (
+from pipeline.catalog.store import read_shard
+from pipeline.kg.dump import ingest_dump
+from pipeline.kg.graph import (
     Candidate,
     KnowledgeGraph,
     RelationFilter,
     render_quantity,
     render_time,
 )
-from pipeline.wikidata.subgraphs import (
+from pipeline.kg.subgraphs import (
     ExpansionSettings,
     PathState,
     answer_types,
@@ -33,6 +32,7 @@ from pipeline.wikidata.subgraphs import (
     subgraph_stats,
     to_table,
 )
+from pipeline.retrieval.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DUMP = ROOT / "data" / "sample" / "wikidata_sample.json"
@@ -234,7 +234,7 @@ class RecordingGenerator:
 
 @pytest.mark.slow
 def test_llm_guided_extraction_on_the_sample(llm, tmp_cfg):
-    import pipeline.wikidata as kg
+    import pipeline.kg.extract as kg
     from cli.kg import kg_app
 
     overrides = ["kg.num_seeds=4", "kg.max_hops=5"]

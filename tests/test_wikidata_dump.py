@@ -13,15 +13,15 @@ import pyarrow as pa
 import pytest
 from qwikidata.entity import WikidataItem
 
-from pipeline.corpus import load_corpus
-from pipeline.store import read_shard
-from pipeline.wikidata.dump import (
+from pipeline.catalog.store import read_shard
+from pipeline.kg.dump import (
     DumpError,
     ingest_dump,
     parse_entity,
     part_files,
 )
-from pipeline.wikidata.graph import KnowledgeGraph, RelationFilter, read_relation_list
+from pipeline.kg.graph import KnowledgeGraph, RelationFilter, read_relation_list
+from pipeline.retrieval.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DUMP = ROOT / "data" / "sample" / "wikidata_sample.json"

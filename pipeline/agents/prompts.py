@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.evidence import sentences
+from pipeline.agents.evidence import sentences
 
 PROPOSER_INSTRUCTION = (
     "Read each passage and write one question of the given task type that the passage answers, "

@@ -6,10 +6,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.agents.evidence import locate, sentences
 from pipeline.agents.prompts import FewShot
-from pipeline.evidence import locate, sentences
-from pipeline.rewards import token_f1
-from pipeline.rollout import TurnGuide
+from pipeline.agents.rewards import token_f1
+from pipeline.agents.rollout import TurnGuide
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")

@@ -13,10 +13,7 @@ from dataclasses import dataclass
 
 from pipeline.agents.prompts import SOLVER_STOP, FewShot, solver_prompt
 from pipeline.agents.proposer import tag
-from pipeline.index import Retriever
-from pipeline.llm.base import Generator, SamplingParams
-from pipeline.llm.chat import Render, plain
-from pipeline.rewards import (
+from pipeline.agents.rewards import (
     answer_correctness,
     evo_rag_step_rewards,
     exact_match,
@@ -29,7 +26,10 @@ from pipeline.rewards import (
     waypoint_coverage,
     wcr_rewards,
 )
-from pipeline.rollout import RolloutConfig, run_rollouts
+from pipeline.agents.rollout import RolloutConfig, run_rollouts
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
+from pipeline.retrieval.faiss_index import Retriever
 
 
 @dataclass(frozen=True)

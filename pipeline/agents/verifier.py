@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
+from pipeline.agents.rewards import exact_match, verifier_mc, verifier_teacher_forced
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
-from pipeline.rewards import exact_match, verifier_mc, verifier_teacher_forced
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def make_generator(llm, cache_path: str | Path | None = None, seed: int = 0) -> 
     if path is None:
         log.debug("llm.cache is on but no cache path was given; generating uncached")
         return gen
-    from pipeline.config import PROJECT_ROOT
+    from pipeline.core.config import PROJECT_ROOT
     from pipeline.llm.cache import CachedGenerator
 
     p = Path(path).expanduser()

@@ -49,7 +49,7 @@ class ChatTemplate:
 def _tokenizer(ref: str, cache_dir: str):
     from transformers import AutoTokenizer
 
-    from pipeline.models import resolve_llm
+    from pipeline.core.model_refs import resolve_llm
 
     return AutoTokenizer.from_pretrained(resolve_llm(ref, cache_dir))
 

@@ -404,7 +404,7 @@ class HTTPGenerator:
                 )
             from transformers import AutoTokenizer
 
-            from pipeline.models import resolve_llm
+            from pipeline.core.model_refs import resolve_llm
 
             path = resolve_llm(self._tokenizer_ref, self._tokenizer_cache_dir)
             self._local_tokenizer = AutoTokenizer.from_pretrained(path)

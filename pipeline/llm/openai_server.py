@@ -20,7 +20,7 @@ Endpoints (the subset of vLLM's server that trainers and the HTTP backend use):
 - `POST /tokenize`: vLLM's shape, `{"prompt", "add_special_tokens"}` -> `{"count", "tokens",
   "max_model_len"}`.
 
-Requests are bounded by `llm.serve` (pipeline.config.LLMServeConfig): prompts, n, max_tokens,
+Requests are bounded by `llm.serve` (pipeline.core.config.LLMServeConfig): prompts, n, max_tokens,
 characters and tokens per prompt, body bytes, and wall-clock seconds. Fields are strictly
 typed (`"n": "2"` or `"echo": 1` is refused, not coerced) and text must be valid Unicode.
 Model work runs one request at a time (pipeline.llm.model_worker); a request whose client
@@ -44,10 +44,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.config import LLMServeConfig as Limits
+from pipeline.core.config import LLMServeConfig as Limits
+from pipeline.core.wire import BodySizeLimit, Text, Texts
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 from pipeline.llm.model_worker import TIMEOUT, ModelWorker, RequestCancelled
-from pipeline.wire import BodySizeLimit, Text, Texts
 
 log = logging.getLogger(__name__)
 
@@ -371,7 +371,7 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from pipeline.config import load_config
+    from pipeline.core.config import load_config
 
     ap = argparse.ArgumentParser(
         prog="python -m pipeline.llm.openai_server",

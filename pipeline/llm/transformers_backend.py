@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
+from pipeline.core.model_refs import resolve_llm
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
 from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
-from pipeline.models import resolve_llm
 
 log = logging.getLogger(__name__)
 

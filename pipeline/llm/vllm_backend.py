@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import BadInputError, first_line
+from pipeline.core.errors import BadInputError, first_line
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def serve_command(cfg, host: str, port: int, served_model_name: str | None = Non
     """
     import sys
 
-    from pipeline.models import resolve_llm
+    from pipeline.core.model_refs import resolve_llm
 
     import_vllm()
     from vllm.platforms import current_platform
@@ -190,7 +190,7 @@ def default_cpu_threads() -> None:
 def engine(model: str, cache_dir: str, **engine_kwargs: Any):
     """The process's `vllm.LLM` for this model and settings (`engine_settings()`'s), started
     on first use; on CPU the engine core is a spawned process (`default_cpu_threads`)."""
-    from pipeline.models import resolve_llm
+    from pipeline.core.model_refs import resolve_llm
 
     key = (model, cache_dir, repr(sorted(engine_kwargs.items())))
     if key in _ENGINES:

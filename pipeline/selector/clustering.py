@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.store import read_shard
+from pipeline.catalog.store import read_shard
 from schemas.tables import CLUSTERS
 
 log = logging.getLogger(__name__)

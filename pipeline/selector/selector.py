@@ -38,7 +38,7 @@ from pipeline.selector.state import (
 from pipeline.selector.ucb import nearest_parents
 
 if TYPE_CHECKING:
-    from pipeline.config import SelectorConfig
+    from pipeline.core.config import SelectorConfig
 
 log = logging.getLogger(__name__)
 

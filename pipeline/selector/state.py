@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.catalog.store import read_shard, write_parquet_atomic
 from pipeline.selector.bandit import UCB1Bandit
-from pipeline.store import read_shard, write_parquet_atomic
 from schemas.tables import SCHEMA_VERSION, SELECTOR_STATE, SELECTOR_USAGE
 
 STATE_FILE = "selector_state.parquet"

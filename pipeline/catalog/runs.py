@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pipeline.store import Store, atomic_write_bytes, utcnow
+from pipeline.catalog.store import Store, atomic_write_bytes, utcnow
 from schemas.tables import SCHEMA_VERSION
 
 
@@ -47,7 +47,7 @@ def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
     if latest["status"] != "completed":
         return RunChoice(latest["run_id"], latest)
     # Generation marks a run completed; one killed before its selector feedback is not done.
-    from pipeline.plan import feedback_pending
+    from pipeline.selector.run_plan import feedback_pending
 
     if feedback_pending(cfg, store, latest["run_id"]):
         return RunChoice(latest["run_id"], {**latest, "status": "generated, feedback pending"})

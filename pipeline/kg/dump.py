@@ -34,9 +34,9 @@ import orjson
 import pyarrow as pa
 from tqdm import tqdm
 
-from pipeline.compressed import CompressedInputError, open_checked
-from pipeline.errors import BadInputError
-from pipeline.store import atomic_write_bytes, utcnow, write_parquet_atomic
+from pipeline.catalog.store import atomic_write_bytes, utcnow, write_parquet_atomic
+from pipeline.core.compressed import CompressedInputError, open_checked
+from pipeline.core.errors import BadInputError
 from schemas.tables import EDGES, ENTITIES, REJECTS
 
 log = logging.getLogger(__name__)
@@ -735,7 +735,7 @@ def dump_fingerprint(path: str | Path, cache_dir: str | Path | None = None) -> s
             known = {}
     if ident in known:
         return known[ident]
-    from pipeline.store import sha256_file
+    from pipeline.catalog.store import sha256_file
 
     digest = sha256_file(path)
     if cache:

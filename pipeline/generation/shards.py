@@ -1,8 +1,8 @@
 """The generate stage: propose, check, solve, verify, reward and land each shard of a plan.
 
-A run's plan (pipeline.plan) is drawn once and stored, so a rerun of the same run id skips
-every committed shard and regenerates only the rest with the same per-shard seeds. Record ids
-hash (run id, plan slot, passage id) and never repeat.
+A run's plan (pipeline.selector.run_plan) is drawn once and stored, so a rerun of the same run
+id skips every committed shard and regenerates only the rest with the same per-shard seeds.
+Record ids hash (run id, plan slot, passage id) and never repeat.
 """
 
 from __future__ import annotations
@@ -23,18 +23,7 @@ from pipeline.agents.prompts import (
     render_path,
 )
 from pipeline.agents.proposer import Proposal, copies_example, parse_proposal, proposer_guide
-from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
-from pipeline.agents.verifier import (
-    VerifierItem,
-    VerifierResult,
-    verify_mc,
-    verify_teacher_forced,
-)
-from pipeline.index import Retriever
-from pipeline.llm.base import Generator, SamplingParams
-from pipeline.llm.chat import Render, plain
-from pipeline.plan import Plan, PlanItem
-from pipeline.rewards import (
+from pipeline.agents.rewards import (
     FormatScore,
     brevity,
     difficulty,
@@ -42,8 +31,19 @@ from pipeline.rewards import (
     proposer_reward,
     validity,
 )
-from pipeline.rollout import Rollout, RolloutConfig, run_rollouts
-from pipeline.store import ShardFile, Store, utcnow
+from pipeline.agents.rollout import Rollout, RolloutConfig, run_rollouts
+from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
+from pipeline.agents.verifier import (
+    VerifierItem,
+    VerifierResult,
+    verify_mc,
+    verify_teacher_forced,
+)
+from pipeline.catalog.store import ShardFile, Store, utcnow
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
+from pipeline.retrieval.faiss_index import Retriever
+from pipeline.selector.run_plan import Plan, PlanItem
 from schemas.tables import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)

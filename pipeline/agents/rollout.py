@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pipeline.index import Hit, Retriever, format_docs
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
+from pipeline.retrieval.faiss_index import Hit, Retriever, format_docs
 
 SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)

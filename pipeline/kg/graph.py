@@ -20,9 +20,9 @@ with warnings.catch_warnings():  # qwikidata's typedefs use a deprecated TypedDi
     warnings.simplefilter("ignore", DeprecationWarning)
     from qwikidata.datavalue import Time
 
-from pipeline.errors import BadInputError
-from pipeline.store import conform
-from pipeline.wikidata.dump import GREGORIAN, part_files
+from pipeline.catalog.store import conform
+from pipeline.core.errors import BadInputError
+from pipeline.kg.dump import GREGORIAN, part_files
 from schemas.tables import EDGES, ENTITIES
 
 # Datatypes never offered as a hop: identifiers, media, links and shapes carry no fact a

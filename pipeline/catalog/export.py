@@ -2,9 +2,10 @@
 
 An export is a directory built next to its target and renamed into place, so a trainer never
 reads half an export. Records are selected with a user predicate over the `curriculum` view on
-a read-only connection (parsed as one expression, see `pipeline.readonly_sql`), questions are
-deduplicated by the project's Norm, and train/validation are split by whole passage groups so
-no passage a model trains on shows up in validation. `manifest.json` says what went in.
+a read-only connection (parsed as one expression, see `pipeline.catalog.readonly_sql`),
+questions are deduplicated by the project's Norm, and train/validation are split by whole
+passage groups so no passage a model trains on shows up in validation. `manifest.json` says
+what went in.
 
 Dedupe and split are pure functions over plain row dicts so they can be tested on hand-made
 rows; only `select_records` and `write_export` touch the catalog and the disk.
@@ -29,10 +30,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import first_line
-from pipeline.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-from pipeline.rewards import normalize
-from pipeline.store import StoreError, fsync_path, sha256_file
+from pipeline.agents.rewards import normalize
+from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.catalog.store import StoreError, fsync_path, sha256_file
+from pipeline.core.errors import first_line
 from schemas.tables import KG_PATH, SCHEMA_VERSION
 
 # Version of the export layout and columns below (not of the curriculum table contract).
@@ -516,7 +517,7 @@ def _write_hf(root: Path, tables: dict[str, pa.Table]) -> None:
 
 
 def _git_commit() -> str | None:
-    from pipeline.config import PROJECT_ROOT
+    from pipeline.core.config import PROJECT_ROOT
 
     try:
         done = subprocess.run(
@@ -672,7 +673,7 @@ def export_curriculum(
             ],
             "counts": counts,
             "dedupe": {
-                "key": "pipeline.rewards.normalize(question)",
+                "key": "pipeline.agents.rewards.normalize(question)",
                 "winner": "highest verifier_v (unscored last), then smallest record_id",
                 "dropped": len(duplicates),
             },

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.corpus import CorpusError, CorpusReject, load_corpus
-from pipeline.embedding import Embedder, corpus_fingerprint, embed_corpus
-from pipeline.index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
-from pipeline.store import read_shard, sha256_file, utcnow, write_parquet_atomic
+from pipeline.catalog.store import read_shard, sha256_file, utcnow, write_parquet_atomic
+from pipeline.retrieval.corpus import CorpusError, CorpusReject, load_corpus
+from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
+from pipeline.retrieval.faiss_index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
 from schemas.tables import REJECTS
 
 REJECTS_FILE = "corpus_rejects.parquet"

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.bounded_sql import SQLLimitError, Table, fetch_table
-from pipeline.config import SQLConfig
-from pipeline.errors import HintedError, first_line
-from pipeline.readonly_sql import (
+from pipeline.catalog.bounded_sql import SQLLimitError, Table, fetch_table
+from pipeline.catalog.readonly_sql import (
     UnsafeSQLError,
     connect_audit,
     read_only_statements,
 )
+from pipeline.core.config import SQLConfig
+from pipeline.core.errors import HintedError, first_line
 
 
 class AuditError(HintedError, RuntimeError):
@@ -128,7 +128,7 @@ AUDITS: dict[str, Audit] = {
         Audit(
             "leakage",
             "Records whose normalised answer occurs in the normalised question (SQL norm() "
-            "mirrors pipeline.rewards.normalize).",
+            "mirrors pipeline.agents.rewards.normalize).",
             [
                 (
                     "answer leaked into the question",

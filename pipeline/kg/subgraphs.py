@@ -21,9 +21,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from pipeline.catalog.store import conform, utcnow
+from pipeline.kg.graph import Candidate, KnowledgeGraph
 from pipeline.llm.base import Generator, SamplingParams
-from pipeline.store import conform, utcnow
-from pipeline.wikidata.graph import Candidate, KnowledgeGraph
 
 PROMPT_VERSION = "kg-select-v2"
 ANSWER_TYPES = ("Person", "Location", "Organization", "Date", "Number", "Other")

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from pipeline.errors import BadInputError, first_line
+from pipeline.core.errors import BadInputError, first_line
 
 _READ = 1 << 20
 

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.models import resolve_embedder
-from pipeline.store import read_shard, sha256_file, write_parquet_atomic
+from pipeline.catalog.store import read_shard, sha256_file, write_parquet_atomic
+from pipeline.core.model_refs import resolve_embedder
 from schemas.tables import EMBEDDINGS_MANIFEST
 
 log = logging.getLogger(__name__)

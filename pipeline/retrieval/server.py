@@ -17,9 +17,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.config import RetrievalConfig
-from pipeline.index import Hit, Retriever
-from pipeline.wire import BodySizeLimit, Text
+from pipeline.core.config import RetrievalConfig
+from pipeline.core.wire import BodySizeLimit, Text
+from pipeline.retrieval.faiss_index import Hit, Retriever
 
 
 def _document(h: Hit) -> dict[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.catalog.store import Store, read_shard, write_parquet_atomic
 from pipeline.selector import (
     ClusterResult,
     Feedback,
@@ -22,7 +23,6 @@ from pipeline.selector import (
     saved_iterations,
 )
 from pipeline.selector.state import latest_iteration
-from pipeline.store import Store, read_shard, write_parquet_atomic
 from schemas.tables import RUN_PLAN
 
 log = logging.getLogger(__name__)

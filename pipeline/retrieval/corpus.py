@@ -25,8 +25,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.compressed import open_checked
-from pipeline.errors import BadInputError
+from pipeline.core.compressed import open_checked
+from pipeline.core.errors import BadInputError
 from schemas.tables import PASSAGES
 
 Format = Literal["auto", "flashrag", "plain"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.bounded_sql import apply_limits
-from pipeline.config import SQLConfig
-from pipeline.errors import HintedError, first_line
-from pipeline.store import connect_readonly
+from pipeline.catalog.bounded_sql import apply_limits
+from pipeline.catalog.store import connect_readonly
+from pipeline.core.config import SQLConfig
+from pipeline.core.errors import HintedError, first_line
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
 READ_ONLY_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
@@ -116,7 +116,7 @@ def connect_audit(
     catalog: str | Path, limits: SQLConfig | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A read-only catalog connection whose settings a query cannot change afterwards;
-    `limits` caps its memory, spill space and threads (see pipeline.bounded_sql)."""
+    `limits` caps its memory, spill space and threads (see pipeline.catalog.bounded_sql)."""
     con = connect_readonly(catalog)
     if limits is not None:
         apply_limits(con, limits)

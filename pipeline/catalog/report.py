@@ -30,7 +30,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from pipeline.store import atomic_write_bytes, connect_readonly
+from pipeline.catalog.store import atomic_write_bytes, connect_readonly
 
 REPORT_DIRNAME = "report"
 MARKDOWN_NAME = "report.md"
@@ -122,7 +122,7 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> l
 def _parse_config(config_yaml: str | None):
     if not config_yaml:
         return None
-    from pipeline.config import PipelineConfig
+    from pipeline.core.config import PipelineConfig
 
     try:
         return PipelineConfig.model_validate(yaml.safe_load(config_yaml))
@@ -432,13 +432,13 @@ def _coverage_rows(rows: list[dict], keys: Sequence[Any]) -> list[dict]:
 
 
 def _task_keys(d: _Data) -> list[str]:
-    from pipeline.config import SelectorConfig
+    from pipeline.core.config import SelectorConfig
 
     return list((d.cfg.selector if d.cfg else SelectorConfig()).task_types)
 
 
 def _hop_keys(d: _Data) -> list[int]:
-    from pipeline.config import SelectorConfig
+    from pipeline.core.config import SelectorConfig
 
     return sorted(int(h) for h in (d.cfg.selector if d.cfg else SelectorConfig()).hop_weights)
 

@@ -20,16 +20,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.corpus import CorpusError, load_corpus
-from pipeline.llm.chat import make_renderer, rendering
-from pipeline.store import (
+from pipeline.catalog.store import (
     atomic_write_bytes,
     read_shard,
     sha256_file,
     utcnow,
     write_parquet_atomic,
 )
-from pipeline.wikidata.dump import (
+from pipeline.kg.dump import (
     FORMAT_VERSION,
     DumpError,
     IngestReport,
@@ -38,8 +36,8 @@ from pipeline.wikidata.dump import (
     part_files,
     read_report,
 )
-from pipeline.wikidata.graph import KnowledgeGraph, RelationFilter
-from pipeline.wikidata.subgraphs import (
+from pipeline.kg.graph import KnowledgeGraph, RelationFilter
+from pipeline.kg.subgraphs import (
     PROMPT_VERSION,
     ExpansionSettings,
     format_stats,
@@ -47,6 +45,8 @@ from pipeline.wikidata.subgraphs import (
     subgraph_stats,
     to_table,
 )
+from pipeline.llm.chat import make_renderer, rendering
+from pipeline.retrieval.corpus import CorpusError, load_corpus
 from schemas.tables import REJECTS
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.embedding import Embedder, load_shards
+from pipeline.retrieval.embedding import Embedder, load_shards
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.store import utcnow
+from pipeline.catalog.store import utcnow
 
 log = logging.getLogger(__name__)
 

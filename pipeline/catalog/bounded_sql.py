@@ -18,8 +18,8 @@ from typing import Any
 
 import duckdb
 
-from pipeline.config import SQLConfig
-from pipeline.errors import HintedError, first_line
+from pipeline.core.config import SQLConfig
+from pipeline.core.errors import HintedError, first_line
 
 # Rows converted to Python per fetch: DuckDB streams a query's result in chunks of 2048 rows.
 BATCH_ROWS = 2048
