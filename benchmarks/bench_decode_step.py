@@ -22,7 +22,8 @@ from pipeline.agents.prompts import ANSWER_STOP, answer_prompt, load_few_shot
 from pipeline.core.config import load_config
 from pipeline.llm.base import SamplingParams
 from pipeline.llm.cpu_linear import use_skinny_linear
-from pipeline.llm.transformers_backend import TransformersGenerator, _KVCache
+from pipeline.llm.kv_cache import KVCache
+from pipeline.llm.transformers_backend import TransformersGenerator
 
 QUESTIONS = [
     "Who wrote the novel War and Peace?",
@@ -39,7 +40,7 @@ QUESTIONS = [
 def step_ms(gen: TransformersGenerator, batch: int, context: int, steps: int):
     """Mean ms of `steps` decode steps after `context` cached tokens, and the last logits."""
     torch.manual_seed(0)
-    cache = _KVCache(gen.model.config, context + steps + 2, gen.model.dtype, gen.device)
+    cache = KVCache(gen.model.config, context + steps + 2, gen.model.dtype, gen.device)
     cache.reserve(batch)
     cache.length = context
     for d in (cache.keys, cache.values):

@@ -7,14 +7,12 @@ unshared forward pass.
 import pytest
 import torch
 
+from pipeline.llm import sampling as sampling_module
 from pipeline.llm import transformers_backend as backend_module
 from pipeline.llm.base import SamplingParams, cut_at_stop
-from pipeline.llm.transformers_backend import (
-    _common_prefix,
-    _KVCache,
-    _row_generator,
-    _sample,
-)
+from pipeline.llm.kv_cache import KVCache
+from pipeline.llm.sampling import row_generator, sample_next
+from pipeline.llm.transformers_backend import _common_prefix
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +95,7 @@ def test_prefix_pad_suffix_layout_logits_match_unshared_forward(llm):
     assert len(rows[0]) > 600
     prefix = _common_prefix(rows)
     width = max(len(r) - prefix for r in rows)
-    cache = _KVCache(gen.model.config, capacity=prefix + width + 1)
+    cache = KVCache(gen.model.config, capacity=prefix + width + 1)
     cache.reserve(1)
     pos = torch.arange(prefix)[None]
     gen._forward(cache, torch.tensor([rows[0][:prefix]]), pos, pos, logits=False)
@@ -134,14 +132,14 @@ def test_seeded_samples_do_not_depend_on_batch_composition(llm):
 
 def test_sample_top_p_and_greedy():
     logits = torch.tensor([[0.0, 5.0, 4.9, -3.0], [2.0, 0.0, 0.0, 0.0]])
-    assert _sample(logits, SamplingParams(temperature=0.0), None).tolist() == [1, 0]
+    assert sample_next(logits, SamplingParams(temperature=0.0), None).tolist() == [1, 0]
     # top_p this small keeps only the most likely token of each row
-    rngs = [_row_generator(0, "x", 0, j) for j in range(2)]
+    rngs = [row_generator(0, "x", 0, j) for j in range(2)]
     for _ in range(20):
-        out = _sample(logits, SamplingParams(temperature=1.0, top_p=0.01), rngs)
+        out = sample_next(logits, SamplingParams(temperature=1.0, top_p=0.01), rngs)
         assert out.tolist() == [1, 0]
-    rngs = [_row_generator(0, "x", 0, 0)]
-    draws = {int(_sample(logits[:1], SamplingParams(temperature=1.0), rngs)) for _ in range(50)}
+    rngs = [row_generator(0, "x", 0, 0)]
+    draws = {int(sample_next(logits[:1], SamplingParams(temperature=1.0), rngs)) for _ in range(50)}
     assert draws <= {0, 1, 2, 3} and {1, 2} <= draws
 
 
@@ -151,13 +149,13 @@ def test_nucleus_from_top_candidates_equals_full_sort(monkeypatch):
     params = SamplingParams(temperature=0.7, top_p=0.9)
     picks = {}
     for k in (64, 100_000):  # 64 candidates: rows whose nucleus is larger use the full sort
-        monkeypatch.setattr(backend_module, "_NUCLEUS_CANDIDATES", k)
-        rngs = [_row_generator(3, "p", 0, j) for j in range(6)]
-        picks[k] = [_sample(logits, params, rngs).tolist() for _ in range(30)]
+        monkeypatch.setattr(sampling_module, "NUCLEUS_CANDIDATES", k)
+        rngs = [row_generator(3, "p", 0, j) for j in range(6)]
+        picks[k] = [sample_next(logits, params, rngs).tolist() for _ in range(30)]
     assert picks[64] == picks[100_000]
     sharp = logits * 10  # nucleus inside the top 64: the cheap path
     for k in (64, 100_000):
-        monkeypatch.setattr(backend_module, "_NUCLEUS_CANDIDATES", k)
-        rngs = [_row_generator(3, "p", 0, j) for j in range(6)]
-        picks[k] = [_sample(sharp, params, rngs).tolist() for _ in range(30)]
+        monkeypatch.setattr(sampling_module, "NUCLEUS_CANDIDATES", k)
+        rngs = [row_generator(3, "p", 0, j) for j in range(6)]
+        picks[k] = [sample_next(sharp, params, rngs).tolist() for _ in range(30)]
     assert picks[64] == picks[100_000]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -16,6 +15,8 @@ from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
 from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
+from pipeline.llm.kv_cache import KVCache, RowView
+from pipeline.llm.sampling import row_generator, sample_next
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class TransformersGenerator:
             rngs = None
             if params.temperature > 0 and params.seed is not None:
                 rngs = [
-                    _row_generator(params.seed, prompts[i], occurrence[i], j)
+                    row_generator(params.seed, prompts[i], occurrence[i], j)
                     for i in idx
                     for j in range(params.n)
                 ]
@@ -184,7 +185,7 @@ class TransformersGenerator:
                 prefix = 0
         width = max(len(r) - prefix for r in rows)
         n_rows = len(rows) * n
-        cache = _KVCache(
+        cache = KVCache(
             self.model.config, prefix + width + params.max_tokens, self.model.dtype, self.device
         )
         kv_pos = torch.full((len(rows), prefix + width), -1, dtype=torch.long)
@@ -208,7 +209,7 @@ class TransformersGenerator:
             rows_logits = []
             for i, x in enumerate(suffix):
                 checkpoint()
-                view = _RowView(cache, i, prefix + width - len(x))
+                view = RowView(cache, i, prefix + width - len(x))
                 q = kv_pos[i : i + 1, prefix + width - len(x) :]
                 ids = torch.tensor([x], device=self.device)
                 rows_logits.append(self._forward(view, ids, q, kv_pos[i : i + 1], logits=True))
@@ -240,7 +241,7 @@ class TransformersGenerator:
             checkpoint()  # a cancelled request (the server's) stops between decode steps
             if matchers:
                 self._mask(logits, [matchers[a] for a in alive])
-            nxt = _sample(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
+            nxt = sample_next(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
             keep = []
             for b, a in enumerate(alive):
                 tok = nxt[b]
@@ -519,8 +520,6 @@ def _batches(items: list[int], size: int):
 _MIN_SHARED_PREFIX = 16
 # Prefill ragged suffixes row by row when padding would be more than this share of the chunk.
 _PAD_WASTE = 0.2
-# Candidates sorted for nucleus (top_p) sampling before falling back to a full sort.
-_NUCLEUS_CANDIDATES = 1024
 
 
 def _common_prefix(rows: list[list[int]]) -> int:
@@ -537,116 +536,3 @@ def _common_prefix(rows: list[list[int]]) -> int:
 def _advance(matcher, token: int) -> bool:
     """Feed a sampled token to a row's matcher; False when the row must end here."""
     return matcher.consume_token(token) and not matcher.is_stopped()
-
-
-def _row_generator(seed: int, prompt: str, occurrence: int, sample: int) -> torch.Generator:
-    digest = hashlib.sha256(f"{seed}|{occurrence}|{sample}|{prompt}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") >> 1)
-
-
-def _sample(logits: torch.Tensor, params: SamplingParams, rngs: list | None) -> torch.Tensor:
-    """Next token per row: argmax, or temperature + nucleus (top_p) sampling by inverse CDF.
-
-    Each row draws one uniform number from its own generator (global RNG without a seed), so
-    its choice depends on its own logits only.
-    """
-    if params.temperature <= 0:
-        return logits.argmax(-1)
-    probs = torch.softmax(logits / params.temperature, dim=-1)
-    order = None
-    if params.top_p < 1.0:
-        # The nucleus almost always lies within the most likely few hundred tokens: sorting
-        # only those (top-k) picks the same token as sorting the whole vocabulary.
-        k = min(_NUCLEUS_CANDIDATES, probs.shape[-1])
-        top, order = probs.topk(k, dim=-1)
-        if k < probs.shape[-1] and bool((top.sum(-1) < params.top_p).any()):
-            top, order = probs.sort(dim=-1, descending=True)
-        probs = top
-        # Keep the smallest set of most likely tokens whose mass reaches top_p (at least one).
-        probs = probs * ((probs.cumsum(-1) - probs) < params.top_p)
-    cdf = probs.cumsum(-1)
-    if rngs is None:
-        u = torch.rand(len(probs))
-    else:
-        u = torch.cat([torch.rand(1, generator=g) for g in rngs])
-    pick = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).clamp(
-        max=cdf.shape[1] - 1
-    )
-    if order is not None:
-        pick = order.gather(1, pick)
-    return pick[:, 0]
-
-
-class _KVCache:
-    """Preallocated key/value buffers written in place (no per-step concatenation).
-
-    Sliding-window layers get only the columns from `sliding_start` on: the caller computes
-    the first column any row still sees through the window and slices its mask the same way.
-    """
-
-    is_compileable = False
-
-    def __init__(self, config, capacity: int, dtype=torch.float32, device="cpu") -> None:
-        self.capacity = capacity
-        self.layers = config.num_hidden_layers
-        self.kv_heads = config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or (
-            config.hidden_size // config.num_attention_heads
-        )
-        self.dtype, self.device = dtype, device
-        self.sliding = [t == "sliding_attention" for t in getattr(config, "layer_types", [])]
-        self.keys: dict[int, torch.Tensor] = {}
-        self.values: dict[int, torch.Tensor] = {}
-        self.length = 0
-        self.sliding_start = 0
-
-    def reserve(self, batch: int) -> None:
-        """Allocate zeroed buffers (columns never written stay finite behind the mask)."""
-        shape = (batch, self.kv_heads, self.capacity, self.head_dim)
-        for i in range(self.layers):
-            self.keys[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
-            self.values[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
-
-    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
-        return self.write(slice(None), self.length, self.sliding_start, k, v, layer_idx)
-
-    def write(self, rows: slice, length: int, sliding_start: int, k, v, layer_idx: int):
-        """Store k/v of `rows` from column `length` on; return what attention reads back."""
-        end = length + k.shape[2]
-        self.keys[layer_idx][rows, :, length:end] = k
-        self.values[layer_idx][rows, :, length:end] = v
-        sliding = layer_idx < len(self.sliding) and self.sliding[layer_idx]
-        start = sliding_start if sliding else 0
-        return self.keys[layer_idx][rows, :, start:end], self.values[layer_idx][rows, :, start:end]
-
-    def advance(self, n: int) -> None:
-        self.length += n
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.length
-
-    def select(self, rows: torch.Tensor) -> None:
-        """Keep (or repeat) batch rows: `rows` indexes the current batch."""
-        for d in (self.keys, self.values):
-            for i, t in d.items():
-                d[i] = t.index_select(0, rows.to(t.device))
-
-
-class _RowView:
-    """One row of a _KVCache as a batch-1 cache: writes land in the parent's buffers."""
-
-    is_compileable = False
-
-    def __init__(self, parent: _KVCache, row: int, length: int) -> None:
-        self.parent, self.row, self.length = parent, row, length
-        self.sliding_start = 0
-
-    def update(self, k: torch.Tensor, v: torch.Tensor, layer_idx: int, *args, **kwargs):
-        rows = slice(self.row, self.row + 1)
-        return self.parent.write(rows, self.length, self.sliding_start, k, v, layer_idx)
-
-    def advance(self, n: int) -> None:
-        self.length += n
-
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.length
