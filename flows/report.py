@@ -10,7 +10,8 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from pipeline.catalog.report import FUNNEL_LABELS, FUNNEL_STAGES, RunReport, write_run_report
+from pipeline.catalog.report import RunReport, write_run_report
+from pipeline.catalog.report_data import FUNNEL_LABELS, FUNNEL_STAGES
 from pipeline.catalog.store import Store
 
 

@@ -20,7 +20,8 @@ import zstandard
 from pipeline.catalog.store import Store, read_shard
 from pipeline.core.compressed import CompressedInputError
 from pipeline.core.errors import BadInputError
-from pipeline.kg.dump import COMPLETE_MARKER, ingest_dump, parse_entity, part_files
+from pipeline.kg.dump import COMPLETE_MARKER, ingest_dump, part_files
+from pipeline.kg.entity_parse import parse_entity
 from pipeline.retrieval.corpus import CorpusError, find_duplicate_ids, load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent

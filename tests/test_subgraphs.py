@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.catalog.store import read_shard
+from pipeline.kg.answer_types import answer_types
 from pipeline.kg.dump import ingest_dump
 from pipeline.kg.graph import (
     Candidate,
@@ -21,15 +22,14 @@ from pipeline.kg.graph import (
     render_quantity,
     render_time,
 )
+from pipeline.kg.subgraph_stats import subgraph_stats
 from pipeline.kg.subgraphs import (
     ExpansionSettings,
     PathState,
-    answer_types,
     build_prompt,
     offer,
     parse_choice,
     sample_distractors,
-    subgraph_stats,
     to_table,
 )
 from pipeline.retrieval.corpus import load_corpus

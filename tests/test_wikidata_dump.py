@@ -17,9 +17,9 @@ from pipeline.catalog.store import read_shard
 from pipeline.kg.dump import (
     DumpError,
     ingest_dump,
-    parse_entity,
     part_files,
 )
+from pipeline.kg.entity_parse import parse_entity
 from pipeline.kg.graph import KnowledgeGraph, RelationFilter, read_relation_list
 from pipeline.retrieval.corpus import load_corpus
 

@@ -37,12 +37,11 @@ from pipeline.kg.dump import (
     read_report,
 )
 from pipeline.kg.graph import KnowledgeGraph, RelationFilter
+from pipeline.kg.subgraph_stats import format_stats, subgraph_stats
 from pipeline.kg.subgraphs import (
     PROMPT_VERSION,
     ExpansionSettings,
-    format_stats,
     llm_guided_subgraphs,
-    subgraph_stats,
     to_table,
 )
 from pipeline.llm.chat import make_renderer, rendering

@@ -22,7 +22,8 @@ with warnings.catch_warnings():  # qwikidata's typedefs use a deprecated TypedDi
 
 from pipeline.catalog.store import conform
 from pipeline.core.errors import BadInputError
-from pipeline.kg.dump import GREGORIAN, part_files
+from pipeline.kg.dump import part_files
+from pipeline.kg.entity_parse import GREGORIAN
 from schemas.tables import EDGES, ENTITIES
 
 # Datatypes never offered as a hop: identifiers, media, links and shapes carry no fact a

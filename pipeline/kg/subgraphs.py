@@ -1,4 +1,4 @@
-"""LLM-guided subgraph extraction (KG-paths paper, Algorithm 1) and its statistics.
+"""LLM-guided subgraph extraction (KG-paths paper, Algorithm 1).
 
 Stage 1 grows a target path from each seed: the selector LLM sees the path so far and at most
 `max_candidates` filtered edges, numbered, and answers with a number ("0" stops). Expansion is
@@ -10,7 +10,6 @@ Stage 2 samples 1-3 one-hop distractor branches diverging at intermediate nodes 
 from __future__ import annotations
 
 import hashlib
-import math
 import random
 import re
 import time
@@ -18,15 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 
 from pipeline.catalog.store import conform, utcnow
+from pipeline.kg.answer_types import answer_types
 from pipeline.kg.graph import Candidate, KnowledgeGraph
 from pipeline.llm.base import Generator, SamplingParams
 
 PROMPT_VERSION = "kg-select-v2"
-ANSWER_TYPES = ("Person", "Location", "Organization", "Date", "Number", "Other")
 
 FEW_SHOT = """\
 Build a chain of facts. Pick the option that continues the chain best and answer with its \
@@ -49,102 +47,8 @@ Choice (0-1): 1
 
 """
 
+
 # P31 classes (or their P279 superclasses, a few levels up) that decide an answer's type.
-PERSON_CLASSES = frozenset({"Q5", "Q15632617"})
-ORGANIZATION_CLASSES = frozenset(
-    {
-        "Q43229",  # organization
-        "Q4830453",  # business
-        "Q783794",  # company
-        "Q891723",  # public company
-        "Q6881511",  # enterprise
-        "Q3918",  # university
-        "Q875538",  # public university
-        "Q902104",  # private university
-        "Q189004",  # college
-        "Q2385804",  # educational institution
-        "Q4671277",  # academic institution
-        "Q31855",  # research institute
-        "Q1664720",  # institute
-        "Q955824",  # learned society
-        "Q748019",  # scientific society
-        "Q7278",  # political party
-        "Q484652",  # international organization
-        "Q327333",  # government agency
-        "Q163740",  # nonprofit organization
-        "Q215380",  # musical group
-        "Q5741069",  # rock band
-        "Q2088357",  # musical ensemble
-        "Q476028",  # association football club
-        "Q1331793",  # media company
-        "Q207694",  # art museum
-        "Q33506",  # museum
-    }
-)
-LOCATION_CLASSES = frozenset(
-    {
-        "Q17334923",  # location
-        "Q2221906",  # geographic location
-        "Q486972",  # human settlement
-        "Q515",  # city
-        "Q1549591",  # big city
-        "Q5119",  # capital city
-        "Q3957",  # town
-        "Q532",  # village
-        "Q6256",  # country
-        "Q3624078",  # sovereign state
-        "Q3024240",  # historical country
-        "Q7275",  # state
-        "Q56061",  # administrative territorial entity
-        "Q10864048",  # first-level administrative country subdivision
-        "Q35657",  # state of the United States
-        "Q15284",  # municipality
-        "Q1093829",  # city in the United States
-        "Q747074",  # comune of Italy
-        "Q484170",  # commune of France
-        "Q42744322",  # urban municipality of Germany
-        "Q70208",  # municipality of Switzerland
-        "Q5107",  # continent
-        "Q82794",  # geographic region
-        "Q4022",  # river
-        "Q23397",  # lake
-        "Q165",  # sea
-        "Q9430",  # ocean
-        "Q8502",  # mountain
-        "Q46831",  # mountain range
-        "Q23442",  # island
-        "Q41176",  # building
-        "Q12280",  # bridge
-    }
-)
-LOCATION_CUES = frozenset({"P625", "P30"})  # coordinate location, continent
-ORGANIZATION_CUES = frozenset({"P159", "P452", "P1454", "P112"})  # HQ, industry, legal form
-
-
-def _pids(text: str) -> list[str]:
-    return text.split()
-
-
-# Last resort when the answer item has no typing statements (common in subsets): the type the
-# relation that reached it points to (its Wikidata value-type constraint, in short).
-RELATION_RANGE = {
-    **dict.fromkeys(
-        _pids(
-            "P17 P19 P20 P27 P30 P36 P47 P131 P150 P159 P206 P276 P403 P495 P551 P740 P840 "
-            "P915 P1001 P1376 P4647"
-        ),
-        "Location",
-    ),
-    **dict.fromkeys(_pids("P54 P69 P102 P108 P123 P176 P195 P264 P463 P749 P1027"), "Organization"),
-    **dict.fromkeys(
-        _pids(
-            "P6 P22 P25 P26 P35 P40 P50 P57 P61 P86 P87 P112 P170 P175 P287 P737 P802 P1066 P3373"
-        ),
-        "Person",
-    ),
-}
-
-
 @dataclass(frozen=True)
 class ExpansionSettings:
     """Algorithm 1's knobs (paper defaults) plus the selector's sampling parameters."""
@@ -480,40 +384,6 @@ def sample_distractors(
     return branches
 
 
-def answer_types(graph: KnowledgeGraph, paths: Sequence[PathState]) -> dict[str, str]:
-    """Person / Location / Organization / Date / Number / Other for each path's answer."""
-    out: dict[str, str] = {}
-    items = [p.last.qid for p in paths if p.last is not None and p.last.qid]
-    classes = graph.classes(items)
-    cues = graph.properties_of(items, sorted(LOCATION_CUES | ORGANIZATION_CUES))
-    for p in paths:
-        c = p.last
-        if c is None:
-            continue
-        if c.value_type == "time":
-            kind = "Date"
-        elif c.value_type == "quantity":
-            kind = "Number"
-        elif c.qid is None:
-            kind = "Other"
-        else:
-            cls, has = classes.get(c.qid, set()), cues.get(c.qid, set())
-            if cls & PERSON_CLASSES:
-                kind = "Person"
-            elif cls & ORGANIZATION_CLASSES:
-                kind = "Organization"
-            elif cls & LOCATION_CLASSES:
-                kind = "Location"
-            elif has & ORGANIZATION_CUES:
-                kind = "Organization"
-            elif has & LOCATION_CUES:
-                kind = "Location"
-            else:
-                kind = RELATION_RANGE.get(c.pid, "Other")
-        out[p.seed] = kind
-    return out
-
-
 def subgraph_id(key: str, seed: str) -> str:
     return hashlib.sha256(f"{key}|{seed}".encode()).hexdigest()[:16]
 
@@ -592,125 +462,18 @@ def to_table(records: list[dict]) -> pa.Table:
     return conform("subgraphs", records)
 
 
-# ---- statistics (the paper's Figure 5) -------------------------------------------------------
-
-
-def subgraph_stats(table: pa.Table, top: int = 15) -> dict[str, Any]:
-    """Path-length distribution, answer types, relation types and distinct relations per
-    subgraph (target path and distractor edges together, as in the paper's Figure 5)."""
-    con = duckdb.connect()
-    con.register("sg", table)
-    n = con.execute("SELECT count(*) FROM sg").fetchall()[0][0]
-    stats: dict[str, Any] = {"subgraphs": int(n)}
-    if not n:
-        return stats
-    hops = dict(con.execute("SELECT hops, count(*) FROM sg GROUP BY 1 ORDER BY 1").fetchall())
-    mean = sum(h * c for h, c in hops.items()) / n
-    var = sum(c * (h - mean) ** 2 for h, c in hops.items()) / n
-    stats["hops"] = {int(h): int(c) for h, c in hops.items()}
-    stats["hops_mean"] = round(mean, 3)
-    stats["hops_std"] = round(math.sqrt(var), 3)
-    stats["answer_types"] = {
-        t: int(c)
-        for t, c in con.execute(
-            "SELECT answer_type, count(*) FROM sg GROUP BY 1 ORDER BY 2 DESC, 1"
-        ).fetchall()
-    }
-    con.execute(
-        """
-        CREATE TEMP VIEW rels AS
-        SELECT subgraph_id, r.id AS pid, r.label AS label
-        FROM (SELECT subgraph_id, unnest(target_path.relations) AS r FROM sg)
-        UNION ALL
-        SELECT subgraph_id, r.id, r.label
-        FROM (SELECT subgraph_id, unnest(d.relations) AS r
-              FROM (SELECT subgraph_id, unnest(distractors) AS d FROM sg))
-        """
-    )
-    total = con.execute("SELECT count(*) FROM rels").fetchall()[0][0]
-    stats["edges"] = int(total)
-    stats["relation_types"] = int(
-        con.execute("SELECT count(DISTINCT pid) FROM rels").fetchall()[0][0]
-    )
-    stats["top_relations"] = [
-        {"pid": pid, "label": label, "count": int(c), "share": round(c / total, 4)}
-        for pid, label, c in con.execute(
-            f"SELECT pid, any_value(label), count(*) c FROM rels GROUP BY pid "
-            f"ORDER BY c DESC, pid LIMIT {int(top)}"
-        ).fetchall()
-    ]
-    per = con.execute(
-        "SELECT d, count(*) FROM (SELECT subgraph_id, count(DISTINCT pid) d FROM rels "
-        "GROUP BY 1) GROUP BY 1 ORDER BY 1"
-    ).fetchall()
-    stats["distinct_relations_per_subgraph"] = {int(d): int(c) for d, c in per}
-    stats["distinct_relations_mean"] = round(sum(d * c for d, c in per) / n, 3)
-    stats["distractors"] = {
-        int(d): int(c)
-        for d, c in con.execute(
-            "SELECT len(distractors), count(*) FROM sg GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-    }
-    stats["node_count_mean"] = round(
-        float(con.execute("SELECT avg(node_count) FROM sg").fetchall()[0][0]), 3
-    )
-    stats["stop_reasons"] = dict(
-        con.execute("SELECT stop_reason, count(*) FROM sg GROUP BY 1 ORDER BY 2 DESC").fetchall()
-    )
-    con.close()
-    return stats
-
-
-def format_stats(stats: dict[str, Any], width: int = 30) -> str:
-    """A plain-text rendering of the four panels of the paper's Figure 5."""
-    n = stats.get("subgraphs", 0)
-    if not n:
-        return "no subgraphs"
-
-    def bars(title: str, items: list[tuple[str, int]], total: int) -> list[str]:
-        out = [title]
-        peak = max((c for _, c in items), default=1) or 1
-        for name, c in items:
-            bar = "#" * max(1, round(width * c / peak))
-            out.append(f"  {name:<34} {c:>6} {c / total:6.1%} {bar}")
-        return out
-
-    lines = [f"{n} subgraphs, {stats['edges']} edges, {stats['relation_types']} relation types"]
-    lines += bars(
-        f"(a) path length (mean {stats['hops_mean']}, std {stats['hops_std']})",
-        [(f"{h} hops", c) for h, c in sorted(stats["hops"].items())],
-        n,
-    )
-    lines += bars("(b) answer type", list(stats["answer_types"].items()), n)
-    lines += bars(
-        f"(c) top {len(stats['top_relations'])} relations (share of all edges)",
-        [(f"{r['label']} ({r['pid']})", r["count"]) for r in stats["top_relations"]],
-        stats["edges"],
-    )
-    lines += bars(
-        f"(d) distinct relations per subgraph (mean {stats['distinct_relations_mean']})",
-        [(str(d), c) for d, c in sorted(stats["distinct_relations_per_subgraph"].items())],
-        n,
-    )
-    return "\n".join(lines)
-
-
 __all__ = [
-    "ANSWER_TYPES",
     "FEW_SHOT",
     "PROMPT_VERSION",
     "ExpansionSettings",
     "Extraction",
     "PathState",
-    "answer_types",
     "build_prompt",
     "expand_paths",
-    "format_stats",
     "llm_guided_subgraphs",
     "offer",
     "parse_choice",
     "sample_distractors",
     "select",
-    "subgraph_stats",
     "to_table",
 ]

@@ -1,0 +1,254 @@
+"""The numbers of one run's report, gathered from the catalog with SQL (read-only): funnel,
+invalid reasons, V histogram, cluster / task / hop coverage, solver and WCR figures, rejects and
+example records. The Markdown page and the plots are both drawn from this one snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import yaml
+
+FUNNEL_STAGES = ("generated", "valid", "verbatim", "v_positive")
+FUNNEL_LABELS = {
+    "generated": "generated",
+    "valid": "valid",
+    "verbatim": "valid + verbatim",
+    "v_positive": "V > 0",
+}
+# Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
+WCR_BINS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]", "no KG path")
+V_BINS = tuple(round(-1.0 + 0.2 * i, 1) for i in range(10))  # lower edges, as verifier_histogram
+
+
+@dataclass
+class RunData:
+    run_id: str
+    run: dict[str, Any] | None
+    cfg: Any  # PipelineConfig parsed from the run's config_yaml, or None
+    models: dict[str, list[str]]
+    index_fingerprints: list[str]
+    funnel: dict[str, int]
+    mean_v: float | None
+    mean_reward: float | None
+    scored_v: int
+    invalid_reasons: list[tuple[str, int]]
+    evidence_status: list[tuple[str, int]]
+    v_hist: dict[float, int]
+    iteration: int | None
+    k: int | None
+    by_cluster: list[tuple[int | None, int, int]]
+    by_task: list[dict[str, Any]]
+    by_hop: list[dict[str, Any]]
+    solver: dict[str, Any]
+    wcr_bins: list[tuple[str, int, int, float | None]]  # bin, rollouts, correct, acc
+    rejects: list[tuple[str, str, int]]
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---- queries ----------------------------------------------------------------------------------
+def _views(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    return {r[0] for r in rows}
+
+
+def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> list[dict]:
+    cur = con.execute(sql, list(params))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def _parse_config(config_yaml: str | None):
+    if not config_yaml:
+        return None
+    from pipeline.core.config import PipelineConfig
+
+    try:
+        return PipelineConfig.model_validate(yaml.safe_load(config_yaml))
+    except Exception:  # an older run's config: the report uses the contract defaults instead
+        return None
+
+
+# Per-task / per-hop rows of the report: the catalog's summary views (schemas/views.sql).
+_GROUP_SQL = """
+SELECT {key} AS key, records AS generated, valid, verbatim, v_positive, mean_v,
+       mean_proposer_reward AS mean_reward, solver_accuracy
+FROM {view} WHERE run_id = ? ORDER BY key
+"""
+
+
+def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: int) -> RunData:
+    views = _views(con)
+    p = [run_id]
+    runs = _dicts(con, "SELECT * FROM runs WHERE run_id = ?", p)
+    run = runs[0] if runs else None
+    cfg = _parse_config(run["config_yaml"] if run else None)
+
+    models: dict[str, list[str]] = {}
+    for col in ("proposer_model", "solver_model", "embedder_model"):
+        rows = con.execute(
+            f"SELECT DISTINCT {col} FROM curriculum WHERE run_id = ? ORDER BY 1", p
+        ).fetchall()
+        models[col] = [r[0] for r in rows]
+    if cfg is not None:  # no records: name the configured models instead
+        models["proposer_model"] = models["proposer_model"] or [cfg.llm.model]
+        models["solver_model"] = models["solver_model"] or [cfg.llm.model]
+        models["embedder_model"] = models["embedder_model"] or [cfg.embedding.model]
+    fps = con.execute(
+        "SELECT DISTINCT index_fingerprint FROM curriculum WHERE run_id = ? ORDER BY 1", p
+    ).fetchall()
+
+    f = _dicts(con, "SELECT * FROM funnel WHERE run_id = ?", p)
+    funnel = {s: int(f[0][s]) if f else 0 for s in FUNNEL_STAGES}
+    mean_v = f[0]["mean_v"] if f else None
+    mean_reward = f[0]["mean_proposer_reward"] if f else None
+    scored_v = con.execute(
+        "SELECT count(verifier_v) FROM curriculum WHERE run_id = ?", p
+    ).fetchone()[0]
+
+    invalid = con.execute(
+        "SELECT reason, n FROM invalid_reasons WHERE run_id = ? AND reason <> 'valid' "
+        "ORDER BY n DESC, reason",
+        p,
+    ).fetchall()
+    evidence_status = con.execute(
+        "SELECT evidence_status, count(*) FROM curriculum WHERE run_id = ? "
+        "GROUP BY ALL ORDER BY 2 DESC, 1",
+        p,
+    ).fetchall()
+    hist = dict.fromkeys(V_BINS, 0)
+    for v_bin, n in con.execute(
+        "SELECT v_bin, n FROM verifier_histogram WHERE run_id = ?", p
+    ).fetchall():
+        hist[round(float(v_bin), 1)] = int(n)
+
+    iteration = k = None
+    if "run_plan" in views:
+        iteration = con.execute(
+            "SELECT max(iteration) FROM run_plan WHERE run_id = ?", p
+        ).fetchone()[0]
+    if iteration is not None and "clusters" in views:
+        ks = con.execute(
+            "SELECT DISTINCT k FROM clusters WHERE iteration = ? ORDER BY k", [iteration]
+        ).fetchall()
+        if cfg is not None:
+            from pipeline.selector.ucb import cluster_count
+
+            k = cluster_count(cfg.selector.k0, cfg.selector.alpha, iteration - 1)
+        elif len(ks) == 1:
+            k = int(ks[0][0])
+    by_cluster = con.execute(
+        "SELECT cluster_id, records, valid FROM cluster_summary WHERE run_id = ? "
+        "ORDER BY cluster_id NULLS LAST",
+        p,
+    ).fetchall()
+    by_task = _dicts(con, _GROUP_SQL.format(key="task_type", view="task_summary"), p)
+    by_hop = _dicts(con, _GROUP_SQL.format(key="hop_count", view="hop_summary"), p)
+
+    solver = _dicts(
+        con,
+        """
+        SELECT count(*) AS rollouts,
+               count(DISTINCT record_id) AS records,
+               avg(correct::DOUBLE) AS accuracy,
+               avg(solver_reward) AS solver_reward,
+               avg(wcr_coverage) AS wcr_coverage,
+               avg(wcr_coverage) FILTER (WHERE correct) AS wcr_coverage_correct,
+               avg(wcr_coverage) FILTER (WHERE NOT correct) AS wcr_coverage_incorrect,
+               avg(wcr_reward) AS wcr_reward,
+               avg((evidence_hit_step IS NOT NULL)::DOUBLE) AS evidence_hit_rate
+        FROM solver_rollouts WHERE run_id = ?
+        """,
+        p,
+    )[0]
+    solver["difficulty"] = con.execute(
+        "SELECT avg(difficulty) FROM curriculum WHERE run_id = ?", p
+    ).fetchone()[0]
+    wcr = {
+        label: (int(n), int(ok), acc)
+        for label, n, ok, acc in con.execute(
+            """
+            SELECT CASE WHEN wcr_coverage IS NULL THEN 'no KG path'
+                        WHEN wcr_coverage <= 0 THEN '0'
+                        WHEN wcr_coverage <= 0.25 THEN '(0, .25]'
+                        WHEN wcr_coverage <= 0.5 THEN '(.25, .5]'
+                        WHEN wcr_coverage <= 0.75 THEN '(.5, .75]'
+                        ELSE '(.75, 1]' END AS bin,
+                   count(*), count(*) FILTER (WHERE correct), avg(correct::DOUBLE)
+            FROM solver_rollouts WHERE run_id = ? GROUP BY ALL
+            """,
+            p,
+        ).fetchall()
+    }
+    wcr_bins = [(b, *wcr.get(b, (0, 0, None))) for b in WCR_BINS]
+
+    rejects = con.execute(
+        "SELECT stage, reason, count(*) FROM rejects WHERE run_id = ? "
+        "GROUP BY ALL ORDER BY 3 DESC, 1, 2",
+        p,
+    ).fetchall()
+    examples = _dicts(
+        con,
+        """
+        SELECT record_id, source_title, task_type, hop_count, question, answer, evidence,
+               verifier_v, proposer_reward, difficulty
+        FROM curriculum_valid WHERE run_id = ?
+        ORDER BY verifier_v DESC NULLS LAST, proposer_reward DESC NULLS LAST, record_id
+        LIMIT ?
+        """,
+        [run_id, n_examples],
+    )
+    return RunData(
+        run_id=run_id,
+        run=run,
+        cfg=cfg,
+        models=models,
+        index_fingerprints=[r[0] for r in fps],
+        funnel=funnel,
+        mean_v=mean_v,
+        mean_reward=mean_reward,
+        scored_v=int(scored_v),
+        invalid_reasons=[(r, int(n)) for r, n in invalid],
+        evidence_status=[(s, int(n)) for s, n in evidence_status],
+        v_hist=hist,
+        iteration=iteration,
+        k=k,
+        by_cluster=[(c, int(n), int(v)) for c, n, v in by_cluster],
+        by_task=by_task,
+        by_hop=by_hop,
+        solver=solver,
+        wcr_bins=wcr_bins,
+        rejects=[(s, r, int(n)) for s, r, n in rejects],
+        examples=examples,
+    )
+
+
+def coverage_rows(rows: list[dict], keys: Sequence[Any]) -> list[dict]:
+    """One row per configured key (zeros for those never drawn), then any unexpected keys."""
+    by = {r["key"]: r for r in rows}
+    zero = {
+        "generated": 0,
+        "valid": 0,
+        "verbatim": 0,
+        "v_positive": 0,
+        "mean_v": None,
+        "mean_reward": None,
+        "solver_accuracy": None,
+    }
+    out = [by.get(k, {"key": k, **zero}) for k in keys]
+    out += [r for r in rows if r["key"] not in set(keys)]
+    return out
+
+
+def task_keys(d: RunData) -> list[str]:
+    from pipeline.core.config import SelectorConfig
+
+    return list((d.cfg.selector if d.cfg else SelectorConfig()).task_types)
+
+
+def hop_keys(d: RunData) -> list[int]:
+    from pipeline.core.config import SelectorConfig
+
+    return sorted(int(h) for h in (d.cfg.selector if d.cfg else SelectorConfig()).hop_weights)
