@@ -18,20 +18,22 @@ from pipeline.catalog.export import (
     DEFAULT_WHERE,
     MANIFEST,
     SEARCH_R1_TEMPLATE,
-    VERL_SCHEMA,
     ExportError,
-    assign_splits,
-    dedupe_questions,
-    drop_unusable,
     export_curriculum,
-    group_records,
     record_rows,
     render_prompt,
-    shared_passages,
     verify_export,
     verl_table,
 )
+from pipeline.catalog.export_splits import (
+    assign_splits,
+    dedupe_questions,
+    drop_unusable,
+    group_records,
+    shared_passages,
+)
 from pipeline.catalog.readonly_sql import connect_audit
+from schemas.exports import VERL_SCHEMA
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 EXTRA_INFO = {

@@ -30,17 +30,28 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.agents.rewards import normalize
+from pipeline.catalog.export_splits import (
+    SPLIT_BY,
+    SPLITS,
+    assign_splits,
+    dedupe_questions,
+    drop_unusable,
+    shared_passages,
+)
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
 from pipeline.catalog.store import StoreError, fsync_path, sha256_file
 from pipeline.core.errors import first_line
-from schemas.tables import KG_PATH, SCHEMA_VERSION
+from schemas.exports import (
+    EXPORT_VERSION,
+    EXTRA_INFO,
+    RECORD_SCHEMA,
+    SOURCE_COLUMNS,
+    VERL_SCHEMA,
+)
+from schemas.tables import SCHEMA_VERSION
 
 # Version of the export layout and columns below (not of the curriculum table contract).
-EXPORT_VERSION = "1.0.0"
 FORMATS = ("verl", "hf", "jsonl")
-SPLITS = ("train", "validation")
-SPLIT_BY = ("passage", "cluster")
 DEFAULT_WHERE = "is_valid AND is_verbatim"
 DEFAULT_DATA_SOURCE = "evidence_curriculum"
 DEFAULT_ABILITY = "fact-reasoning"
@@ -55,117 +66,6 @@ SEARCH_R1_TEMPLATE = (
     "</information>. You can search as many times as you want. When you need no further "
     "knowledge, give the answer inside <answer> and </answer>, without detailed explanation. "
     "For example, <answer> Beijing </answer>. Question: {question}\n"
-)
-
-# Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
-SOURCE_COLUMNS = (
-    "record_id",
-    "run_id",
-    "source_passage_id",
-    "source_title",
-    "cluster_id",
-    "task_type",
-    "hop_count",
-    "question",
-    "answer",
-    "evidence",
-    "evidence_passage_id",
-    "evidence_char_start",
-    "evidence_char_end",
-    "kg_path",
-    "waypoints",
-    "verifier_v",
-    "difficulty",
-    "proposer_reward",
-    "solver_reward_mean",
-    "config_hash",
-)
-
-MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-
-# Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads
-# it as is and passes the other columns to reward functions) plus every field a reward needs.
-RECORD_SCHEMA = pa.schema(
-    [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("split", pa.string(), nullable=False),
-        pa.field("index", pa.int64(), nullable=False),
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", MESSAGES, nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answer", pa.string(), nullable=False),
-        pa.field("golden_answers", pa.list_(pa.string()), nullable=False),
-        pa.field("evidence", pa.string()),
-        pa.field("evidence_passage_id", pa.string()),
-        pa.field("evidence_char_start", pa.int32()),
-        pa.field("evidence_char_end", pa.int32()),
-        pa.field("source_passage_id", pa.string(), nullable=False),
-        pa.field("source_title", pa.string()),
-        pa.field("cluster_id", pa.int32()),
-        pa.field("task_type", pa.string()),
-        pa.field("hop_count", pa.int32()),
-        pa.field("kg_path", KG_PATH),
-        pa.field("waypoints", pa.list_(pa.string())),
-        pa.field("verifier_v", pa.float64()),
-        pa.field("difficulty", pa.float64()),
-        pa.field("proposer_reward", pa.float64()),
-        pa.field("solver_reward_mean", pa.float64()),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("config_hash", pa.string()),
-    ],
-    metadata={"format": "records", "export_version": EXPORT_VERSION},
-)
-
-# Record fields verl carries in extra_info (types as in RECORD_SCHEMA).
-EXTRA_INFO = (
-    "split",
-    "index",
-    "record_id",
-    "run_id",
-    "question",
-    "hop_count",
-    "task_type",
-    "source_passage_id",
-    "evidence_passage_id",
-    "evidence_char_start",
-    "evidence_char_end",
-    "cluster_id",
-    "verifier_v",
-    "difficulty",
-    "proposer_reward",
-)
-
-VERL_SCHEMA = pa.schema(
-    [
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", MESSAGES, nullable=False),
-        pa.field("ability", pa.string(), nullable=False),
-        pa.field(
-            "reward_model",
-            pa.struct(
-                [
-                    ("style", pa.string()),
-                    (
-                        "ground_truth",
-                        pa.struct(
-                            [
-                                ("target", pa.list_(pa.string())),
-                                ("evidence", pa.string()),
-                                ("waypoints", pa.list_(pa.string())),
-                            ]
-                        ),
-                    ),
-                ]
-            ),
-            nullable=False,
-        ),
-        pa.field(
-            "extra_info",
-            pa.struct([pa.field(n, RECORD_SCHEMA.field(n).type) for n in EXTRA_INFO]),
-            nullable=False,
-        ),
-    ],
-    metadata={"format": "verl", "export_version": EXPORT_VERSION},
 )
 
 
@@ -183,166 +83,6 @@ class ExportError(RuntimeError):
 def render_prompt(question: str) -> list[dict[str, str]]:
     """Chat messages for one question: a single user turn, as Search-R1's data has it."""
     return [{"role": "user", "content": SEARCH_R1_TEMPLATE.format(question=question.strip())}]
-
-
-# ---- dedupe (pure) ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Dropped:
-    record_id: str
-    reason: str  # duplicate_question | no_question_or_answer
-    kept_record_id: str | None = None
-
-
-def _winner_key(row: dict[str, Any]) -> tuple[int, float, str]:
-    """Sort key whose minimum is the record to keep: highest V (unscored last), then id."""
-    v = row.get("verifier_v")
-    return (0, -float(v), row["record_id"]) if v is not None else (1, 0.0, row["record_id"])
-
-
-def drop_unusable(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """Records without a question or an answer cannot be a training example (a permissive
-    --where can select invalid ones); drop them and say so rather than export empty prompts."""
-    kept, dropped = [], []
-    for row in rows:
-        if normalize(row.get("question")) and normalize(row.get("answer")):
-            kept.append(row)
-        else:
-            dropped.append(Dropped(row["record_id"], "no_question_or_answer"))
-    return kept, dropped
-
-
-def dedupe_questions(
-    rows: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """One record per Norm(question): the highest verifier_v wins, ties go to the smallest
-    record_id, so the result does not depend on the order the catalog returned rows in.
-
-    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        groups.setdefault(normalize(row.get("question")), []).append(row)
-    kept, dropped = [], []
-    for members in groups.values():
-        members.sort(key=_winner_key)
-        win = members[0]
-        kept.append(win)
-        dropped += [
-            Dropped(m["record_id"], "duplicate_question", win["record_id"]) for m in members[1:]
-        ]
-    kept.sort(key=lambda r: r["record_id"])
-    dropped.sort(key=lambda d: d.record_id)
-    return kept, dropped
-
-
-# ---- split (pure) ----------------------------------------------------------------------
-
-
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:  # path compression
-            self.parent[i], i = root, self.parent[i]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def _anchors(row: dict[str, Any], by: str) -> list[str]:
-    """Keys that tie a record to others: its passages, plus its source cluster when by=cluster.
-
-    Cluster ids are numbered per selector iteration, so across runs one id may name different
-    clusters; uniting them is coarser than needed but can never leak a cluster."""
-    keys = [f"passage:{row['source_passage_id']}"]
-    if row.get("evidence_passage_id"):
-        keys.append(f"passage:{row['evidence_passage_id']}")
-    if by == "cluster" and row.get("cluster_id") is not None:
-        keys.append(f"cluster:{row['cluster_id']}")
-    return keys
-
-
-def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
-    """Group key per row: rows sharing any passage (source or evidence), transitively, get the
-    same key (union-find); the key is the group's smallest anchor, stable across exports."""
-    if by not in SPLIT_BY:
-        raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
-    uf = _UnionFind(len(rows))
-    first: dict[str, int] = {}
-    anchors = [_anchors(r, by) for r in rows]
-    for i, keys in enumerate(anchors):
-        for k in keys:
-            j = first.setdefault(k, i)
-            if j != i:
-                uf.union(i, j)
-    key_of_root: dict[int, str] = {}
-    for i, keys in enumerate(anchors):
-        root = uf.find(i)
-        smallest = min(keys)
-        if root not in key_of_root or smallest < key_of_root[root]:
-            key_of_root[root] = smallest
-    return [key_of_root[uf.find(i)] for i in range(len(rows))]
-
-
-def split_hash(group_key: str, seed: int = 0) -> float:
-    """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
-    digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-@dataclass(frozen=True)
-class SplitResult:
-    splits: list[str]  # per input row: train | validation
-    groups: dict[str, int]  # split -> number of groups
-    forced: str | None  # why a group was moved to keep both splits non-empty
-
-
-def assign_splits(
-    rows: Sequence[dict[str, Any]],
-    validation_fraction: float = 0.1,
-    by: str = "passage",
-    seed: int = 0,
-) -> SplitResult:
-    """Put whole groups (see `group_records`) into validation when their hash < fraction.
-
-    Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
-    the group with the smallest hash moves to validation (or the largest back to train), so
-    both splits are non-empty; a single group cannot be split without a leak: it trains."""
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
-    keys = group_records(rows, by)
-    draws = {k: split_hash(k, seed) for k in set(keys)}
-    side = {k: "validation" if h < validation_fraction else "train" for k, h in draws.items()}
-    forced = None
-    val = [k for k in side if side[k] == "validation"]
-    if draws and len(val) == len(side):
-        k = max(draws, key=lambda g: (draws[g], g))
-        side[k] = "train"
-        forced = f"every group hashed into validation; moved group {k} to train"
-    elif validation_fraction > 0 and len(draws) >= 2 and not val:
-        k = min(draws, key=lambda g: (draws[g], g))
-        side[k] = "validation"
-        forced = f"no group hashed below {validation_fraction}; moved group {k} to validation"
-    counts = {s: sum(1 for v in side.values() if v == s) for s in SPLITS}
-    return SplitResult([side[k] for k in keys], counts, forced)
-
-
-def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
-    """Passages (source or evidence) that occur in both splits; empty for a correct split."""
-    seen: dict[str, set[str]] = {s: set() for s in SPLITS}
-    for row, s in zip(rows, splits, strict=True):
-        seen[s].add(row["source_passage_id"])
-        if row.get("evidence_passage_id"):
-            seen[s].add(row["evidence_passage_id"])
-    return seen["train"] & seen["validation"]
 
 
 # ---- rows -> tables (pure) -------------------------------------------------------------
@@ -784,22 +524,14 @@ __all__ = [
     "SPLITS",
     "SPLIT_BY",
     "VERL_SCHEMA",
-    "Dropped",
     "ExportError",
     "ExportResult",
     "Selection",
-    "SplitResult",
-    "assign_splits",
-    "dedupe_questions",
-    "drop_unusable",
     "export_curriculum",
-    "group_records",
     "record_rows",
     "records_table",
     "render_prompt",
     "select_records",
-    "shared_passages",
-    "split_hash",
     "verify_export",
     "verl_table",
 ]

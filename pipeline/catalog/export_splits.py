@@ -1,0 +1,174 @@
+"""The pure half of an export: drop unusable rows, deduplicate questions, and split train /
+validation by whole passage (or cluster) groups, over plain row dicts so each rule is tested on
+hand-made rows."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.agents.rewards import normalize
+
+SPLITS = ("train", "validation")
+SPLIT_BY = ("passage", "cluster")
+
+# ---- dedupe (pure) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dropped:
+    record_id: str
+    reason: str  # duplicate_question | no_question_or_answer
+    kept_record_id: str | None = None
+
+
+def _winner_key(row: dict[str, Any]) -> tuple[int, float, str]:
+    """Sort key whose minimum is the record to keep: highest V (unscored last), then id."""
+    v = row.get("verifier_v")
+    return (0, -float(v), row["record_id"]) if v is not None else (1, 0.0, row["record_id"])
+
+
+def drop_unusable(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """Records without a question or an answer cannot be a training example (a permissive
+    --where can select invalid ones); drop them and say so rather than export empty prompts."""
+    kept, dropped = [], []
+    for row in rows:
+        if normalize(row.get("question")) and normalize(row.get("answer")):
+            kept.append(row)
+        else:
+            dropped.append(Dropped(row["record_id"], "no_question_or_answer"))
+    return kept, dropped
+
+
+def dedupe_questions(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per Norm(question): the highest verifier_v wins, ties go to the smallest
+    record_id, so the result does not depend on the order the catalog returned rows in.
+
+    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(normalize(row.get("question")), []).append(row)
+    kept, dropped = [], []
+    for members in groups.values():
+        members.sort(key=_winner_key)
+        win = members[0]
+        kept.append(win)
+        dropped += [
+            Dropped(m["record_id"], "duplicate_question", win["record_id"]) for m in members[1:]
+        ]
+    kept.sort(key=lambda r: r["record_id"])
+    dropped.sort(key=lambda d: d.record_id)
+    return kept, dropped
+
+
+# ---- split (pure) ----------------------------------------------------------------------
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        root = i
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[i] != root:  # path compression
+            self.parent[i], i = root, self.parent[i]
+        return root
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def _anchors(row: dict[str, Any], by: str) -> list[str]:
+    """Keys that tie a record to others: its passages, plus its source cluster when by=cluster.
+
+    Cluster ids are numbered per selector iteration, so across runs one id may name different
+    clusters; uniting them is coarser than needed but can never leak a cluster."""
+    keys = [f"passage:{row['source_passage_id']}"]
+    if row.get("evidence_passage_id"):
+        keys.append(f"passage:{row['evidence_passage_id']}")
+    if by == "cluster" and row.get("cluster_id") is not None:
+        keys.append(f"cluster:{row['cluster_id']}")
+    return keys
+
+
+def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
+    """Group key per row: rows sharing any passage (source or evidence), transitively, get the
+    same key (union-find); the key is the group's smallest anchor, stable across exports."""
+    if by not in SPLIT_BY:
+        raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
+    uf = _UnionFind(len(rows))
+    first: dict[str, int] = {}
+    anchors = [_anchors(r, by) for r in rows]
+    for i, keys in enumerate(anchors):
+        for k in keys:
+            j = first.setdefault(k, i)
+            if j != i:
+                uf.union(i, j)
+    key_of_root: dict[int, str] = {}
+    for i, keys in enumerate(anchors):
+        root = uf.find(i)
+        smallest = min(keys)
+        if root not in key_of_root or smallest < key_of_root[root]:
+            key_of_root[root] = smallest
+    return [key_of_root[uf.find(i)] for i in range(len(rows))]
+
+
+def split_hash(group_key: str, seed: int = 0) -> float:
+    """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
+    digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    splits: list[str]  # per input row: train | validation
+    groups: dict[str, int]  # split -> number of groups
+    forced: str | None  # why a group was moved to keep both splits non-empty
+
+
+def assign_splits(
+    rows: Sequence[dict[str, Any]],
+    validation_fraction: float = 0.1,
+    by: str = "passage",
+    seed: int = 0,
+) -> SplitResult:
+    """Put whole groups (see `group_records`) into validation when their hash < fraction.
+
+    Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
+    the group with the smallest hash moves to validation (or the largest back to train), so
+    both splits are non-empty; a single group cannot be split without a leak: it trains."""
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
+    keys = group_records(rows, by)
+    draws = {k: split_hash(k, seed) for k in set(keys)}
+    side = {k: "validation" if h < validation_fraction else "train" for k, h in draws.items()}
+    forced = None
+    val = [k for k in side if side[k] == "validation"]
+    if draws and len(val) == len(side):
+        k = max(draws, key=lambda g: (draws[g], g))
+        side[k] = "train"
+        forced = f"every group hashed into validation; moved group {k} to train"
+    elif validation_fraction > 0 and len(draws) >= 2 and not val:
+        k = min(draws, key=lambda g: (draws[g], g))
+        side[k] = "validation"
+        forced = f"no group hashed below {validation_fraction}; moved group {k} to validation"
+    counts = {s: sum(1 for v in side.values() if v == s) for s in SPLITS}
+    return SplitResult([side[k] for k in keys], counts, forced)
+
+
+def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
+    """Passages (source or evidence) that occur in both splits; empty for a correct split."""
+    seen: dict[str, set[str]] = {s: set() for s in SPLITS}
+    for row, s in zip(rows, splits, strict=True):
+        seen[s].add(row["source_passage_id"])
+        if row.get("evidence_passage_id"):
+            seen[s].add(row["evidence_passage_id"])
+    return seen["train"] & seen["validation"]
