@@ -14,7 +14,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
