@@ -6,7 +6,76 @@
 CREATE OR REPLACE VIEW curriculum_valid AS
 SELECT * FROM curriculum WHERE is_valid AND is_verbatim;
 
--- Validity funnel per run: generated -> valid -> verbatim -> V > 0.
+-- Quality gates (issue 17), over the tables `curriculum quality ...` commits (empty until then).
+-- Contaminated records: one row each, with every benchmark and method that matched it.
+CREATE OR REPLACE VIEW contamination AS
+SELECT
+    m.record_id,
+    any_value(c.run_id) AS run_id,
+    any_value(c.question) AS question,
+    any_value(c.answer) AS answer,
+    list(DISTINCT m.benchmark ORDER BY m.benchmark) AS benchmarks,
+    list(DISTINCT m.method ORDER BY m.method) AS methods,
+    max(m.score) AS max_score,
+    arg_max(m.benchmark || ':' || m.item_id, m.score) AS best_item,
+    arg_max(m.benchmark_question, m.score) AS benchmark_question
+FROM benchmark_matches m
+JOIN curriculum c ON c.record_id = m.record_id
+GROUP BY m.record_id;
+
+-- Near-duplicate clusters of two or more questions; `best_in_cluster` is the record an export
+-- of the whole catalog keeps (highest V, then smallest record_id).
+CREATE OR REPLACE VIEW near_duplicates AS
+SELECT
+    q.cluster_id,
+    q.cluster_size,
+    q.record_id,
+    c.run_id,
+    c.question,
+    c.verifier_v,
+    q.nearest_record_id,
+    q.method,
+    q.score,
+    row_number() OVER (
+        PARTITION BY q.cluster_id ORDER BY c.verifier_v DESC NULLS LAST, q.record_id
+    ) = 1 AS best_in_cluster
+FROM question_clusters q
+JOIN curriculum c ON c.record_id = q.record_id
+WHERE q.cluster_size > 1;
+
+-- The curriculum with its quality columns: what exports select from. `duplicate_cluster_id`
+-- is NULL for a record not yet clustered (landed after the last `quality near-duplicates`).
+CREATE OR REPLACE VIEW curriculum_quality AS
+SELECT
+    c.*,
+    k.record_id IS NOT NULL AS contaminated,
+    k.benchmarks AS contamination_benchmarks,
+    k.methods AS contamination_methods,
+    q.cluster_id AS duplicate_cluster_id,
+    q.cluster_size AS duplicate_cluster_size
+FROM curriculum c
+LEFT JOIN contamination k ON k.record_id = c.record_id
+LEFT JOIN question_clusters q ON q.record_id = c.record_id;
+
+-- What each benchmark check covered, against what the catalog holds now: records landed after
+-- a check (runs_unchecked) have not been compared with that benchmark yet.
+CREATE OR REPLACE VIEW benchmark_coverage AS
+SELECT
+    b.benchmark,
+    b.path,
+    b.items,
+    b.checked_at,
+    b.records_checked,
+    b.records_flagged,
+    (SELECT count(*) FROM curriculum) AS records_now,
+    list_filter(
+        (SELECT coalesce(list(DISTINCT run_id ORDER BY run_id), []) FROM curriculum),
+        lambda r: NOT list_contains(b.run_ids, r)
+    ) AS runs_unchecked
+FROM benchmark_checks b;
+
+-- Validity funnel per run: generated -> valid -> verbatim -> V > 0 -> not contaminated (by the
+-- benchmarks checked so far: equal to v_positive until `curriculum quality decontaminate` runs).
 CREATE OR REPLACE VIEW funnel AS
 SELECT
     run_id,
@@ -14,9 +83,12 @@ SELECT
     count(*) FILTER (WHERE is_valid) AS valid,
     count(*) FILTER (WHERE is_valid AND is_verbatim) AS verbatim,
     count(*) FILTER (WHERE is_valid AND is_verbatim AND verifier_v > 0) AS v_positive,
+    count(*) FILTER (
+        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
+    ) AS not_contaminated,
     avg(verifier_v) AS mean_v,
     avg(proposer_reward) AS mean_proposer_reward
-FROM curriculum
+FROM curriculum_quality
 GROUP BY run_id;
 
 -- Why records were filtered, per run.

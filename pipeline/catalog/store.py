@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tables import SCHEMA_VERSION, TABLES, schema_for
+from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, TABLES, schema_for
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +178,16 @@ class Store:
     def run_dir(self, run_id: str) -> Path:
         return self.root / "runs" / run_id
 
+    def quality_path(self, table: str, name: str) -> Path:
+        """One file of a quality table (issue 17): quality/<table>/<name>.parquet, replaced
+        whole by the check that writes it and listed by every catalog refresh."""
+        if table not in QUALITY_TABLES:
+            raise StoreError(f"{table!r} is not a quality table ({', '.join(QUALITY_TABLES)})")
+        return self.root / "quality" / table / f"{name}.parquet"
+
+    def quality_files(self) -> dict[str, list[Path]]:
+        return {t: sorted((self.root / "quality" / t).glob("*.parquet")) for t in QUALITY_TABLES}
+
     def shard_relpath(self, table: str, run_id: str, run_date: dt.date, shard: str) -> str:
         return (
             f"shards/{table}/run_date={run_date.isoformat()}/run_id={run_id}/part-{shard}.parquet"
@@ -323,7 +333,7 @@ class Store:
         """
         files = self.committed_files()
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
-        artifacts = {"passages": [], **(artifacts or {})}
+        artifacts = {"passages": [], **self.quality_files(), **(artifacts or {})}
         kg_rejects = artifacts.pop("kg_rejects", [])
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a

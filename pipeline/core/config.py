@@ -24,6 +24,7 @@ CONFIG_HASH_VERSION = 2
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {
     "sql": True,
+    "quality": True,
     "llm": {"serve": True},
     "retrieval": {
         "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes"
@@ -254,6 +255,35 @@ class SQLConfig(_Section):
     max_rows: int = Field(1000, ge=1)
 
 
+class QualityConfig(_Section):
+    """Checks over the landed catalog (issue 17): benchmark decontamination and near-duplicate
+    questions. They read records and never change them, so the section is left out of the
+    config hash; thresholds were set on the embedded embedder (all-MiniLM-L6-v2)."""
+
+    # Benchmark files checked when `curriculum quality decontaminate` gets no --benchmark:
+    # FlashRAG / Search-R1 JSONL ({"id","question","golden_answers"}) or JSONL / Parquet with
+    # a question field; .gz / .bz2 / .zst ok.
+    benchmarks: list[str] = []
+    # Word n-grams over Norm(question). 5 because benchmark questions are short (NQ: ~9 words,
+    # 7 after Norm): datatrove's 13-grams never fire on them, while a 5-gram shared with a
+    # benchmark question is rarely a stock phrase. A question shorter than n is one n-gram.
+    ngram_n: int = Field(5, ge=1)
+    # Share of the shorter question's n-grams found in the other one.
+    ngram_threshold: float = Field(0.5, gt=0.0, le=1.0)
+    # Cosine of the run's embedder (query side). MiniLM gave paraphrases of NQ questions
+    # 0.885-0.964 and unrelated NQ questions at most 0.29.
+    embedding_threshold: float = Field(0.88, gt=0.0, le=1.0)
+    embedding: bool = True  # off: lexical methods only (no model load)
+    # Near-duplicates: MinHash LSH (datasketch) over the word set of Norm(question), so word
+    # order and punctuation do not matter; candidates are kept at true Jaccard >= threshold.
+    minhash_threshold: float = Field(0.8, gt=0.0, le=1.0)
+    minhash_num_perm: int = Field(128, ge=16)
+    # Semantic near-duplicates: cosine of the run's embedder, stricter than decontamination
+    # because a match drops a training record ("who directed X" vs "who wrote X": 0.92).
+    duplicate_embedding_threshold: float = Field(0.95, gt=0.0, le=1.0)
+    duplicate_neighbours: int = Field(10, ge=1)
+
+
 class PipelineConfig(_Section):
     profile: str = "embedded"
     seed: int = 20260101
@@ -269,6 +299,7 @@ class PipelineConfig(_Section):
     rewards: RewardConfig = RewardConfig()
     store: StoreConfig = StoreConfig()
     sql: SQLConfig = SQLConfig()
+    quality: QualityConfig = QualityConfig()
 
     @field_validator("profile")
     @classmethod
