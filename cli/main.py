@@ -23,6 +23,7 @@ from cli.common import (
 )
 from cli.export import export_command
 from cli.kg import kg_app
+from cli.quality import quality_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
 from pipeline.core.config import ConfigError, load_config
@@ -42,6 +43,7 @@ app.add_typer(index_app, name="index")
 selector_app = typer.Typer(help="Inspect the bandit source selector.", no_args_is_help=True)
 app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
+app.add_typer(quality_app, name="quality")
 llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 
