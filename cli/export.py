@@ -67,12 +67,20 @@ def export_command(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing export at OUT.")
     ] = False,
+    include_contaminated: Annotated[
+        bool,
+        typer.Option(
+            "--include-contaminated",
+            help="Keep records `curriculum quality decontaminate` flagged (left out by default).",
+        ),
+    ] = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
     """Export curriculum records as train/validation datasets (verl Parquet, HF, JSONL).
 
-    Questions are deduplicated by their normalised text and records sharing a passage never
+    Questions are deduplicated by their normalised text and by near-duplicate cluster,
+    records a benchmark check flagged are left out, and records sharing a passage never
     straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
     cfg = config_or_fail(profile, overrides)
     from pipeline.catalog.export import ExportError, export_curriculum
@@ -91,6 +99,7 @@ def export_command(
             data_source=data_source,
             overwrite=overwrite,
             argv=sys.argv,
+            include_contaminated=include_contaminated,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)
@@ -104,6 +113,8 @@ def export_command(
     )
     typer.echo(
         f"  dropped: {c['duplicates_dropped']} duplicate question(s), "
+        f"{c['near_duplicates_dropped']} near-duplicate(s), "
+        f"{c['contaminated_dropped']} contaminated, "
         f"{c['no_question_or_answer']} without question/answer (listed in dropped.jsonl)"
     )
     for fmt in m["formats"]:

@@ -34,6 +34,15 @@ SOURCE_COLUMNS = (
     "config_hash",
 )
 
+# Columns of the catalog's curriculum_quality view an export reads besides SOURCE_COLUMNS: the
+# decontamination and near-duplicate gates of issue 17 (not written into the export).
+QUALITY_COLUMNS = (
+    "contaminated",
+    "contamination_benchmarks",
+    "contamination_methods",
+    "duplicate_cluster_id",
+)
+
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 
 # Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads

@@ -33,8 +33,11 @@ import pyarrow.parquet as pq
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
     SPLITS,
+    Dropped,
     assign_splits,
+    dedupe_near_duplicates,
     dedupe_questions,
+    drop_contaminated,
     drop_unusable,
     shared_passages,
 )
@@ -44,6 +47,7 @@ from pipeline.core.errors import first_line
 from schemas.exports import (
     EXPORT_VERSION,
     EXTRA_INFO,
+    QUALITY_COLUMNS,
     RECORD_SCHEMA,
     SOURCE_COLUMNS,
     VERL_SCHEMA,
@@ -157,6 +161,10 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
 class Selection:
     rows: list[dict[str, Any]]
     runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
+    # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
+    # clusters were ever computed; both empty on a catalog built before the gates existed.
+    benchmark_checks: list[dict[str, Any]] = field(default_factory=list)
+    clustered: bool = False
 
 
 def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
@@ -184,11 +192,14 @@ def select_records(
                     f"unknown run id(s) {', '.join(unknown)} in {catalog}",
                     f"known runs: {', '.join(sorted(known)) or 'none'}",
                 )
+        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        gated = "curriculum_quality" in views  # absent from a catalog older than the gates
+        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         try:
-            rel = filter_relation(con, where, "curriculum")
+            rel = filter_relation(con, where, "curriculum_quality" if gated else "curriculum")
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
-            rows = rel.select(*SOURCE_COLUMNS).order("record_id").to_arrow_table().to_pylist()
+            rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
@@ -206,7 +217,12 @@ def select_records(
         for run_id in sorted(set(picked) - {r["run_id"] for r in runs}):
             hashes = sorted({r["config_hash"] for r in rows if r["run_id"] == run_id})
             runs.append({"run_id": run_id, "config_hash": ",".join(hashes), "status": "unknown"})
-    return Selection(rows, runs)
+        checks, clustered = [], False
+        if gated:
+            checks = con.table("benchmark_checks").order("benchmark").to_arrow_table()
+            checks = checks.drop_columns(["checked_at"]).to_pylist()
+            clustered = con.execute("SELECT count(*) > 0 FROM question_clusters").fetchone()[0]
+    return Selection(rows, runs, checks, bool(clustered))
 
 
 _FILTER_HINT = (
@@ -332,8 +348,10 @@ def export_curriculum(
     ability: str = DEFAULT_ABILITY,
     overwrite: bool = False,
     argv: Sequence[str] | None = None,
+    include_contaminated: bool = False,
 ) -> ExportResult:
-    """Select, dedupe, split and write an export directory atomically; return its manifest."""
+    """Select, drop contaminated records (unless `include_contaminated`), dedupe questions
+    and near-duplicate clusters, split, and write an export directory atomically."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     if split_by not in SPLIT_BY:
@@ -354,7 +372,11 @@ def export_curriculum(
             'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
         )
     usable, unusable = drop_unusable(sel.rows)
+    contaminated: list[Dropped] = []
+    if not include_contaminated:
+        usable, contaminated = drop_contaminated(usable)
     kept, duplicates = dedupe_questions(usable)
+    kept, near_duplicates = dedupe_near_duplicates(kept)
     if not kept:
         raise ExportError(
             f"none of the {len(sel.rows)} records selected by {where!r} has a question "
@@ -376,19 +398,22 @@ def export_curriculum(
     not_done = [r["run_id"] for r in sel.runs if r["status"] != "completed"]
     if not_done:
         warnings.append(f"run(s) not completed: {', '.join(not_done)}")
+    warnings += _gate_warnings(sel, kept)
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     tmp.mkdir()
     try:
         files = _write_formats(tmp, fmts, records, ability)
-        dropped = unusable + duplicates
+        dropped = unusable + contaminated + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         counts = {
             "selected": len(sel.rows),
             "no_question_or_answer": len(unusable),
+            "contaminated_dropped": len(contaminated),
             "duplicates_dropped": len(duplicates),
+            "near_duplicates_dropped": len(near_duplicates),
             "exported": len(kept),
             **{s: len(records[s]) for s in SPLITS},
         }
@@ -417,6 +442,17 @@ def export_curriculum(
                 "winner": "highest verifier_v (unscored last), then smallest record_id",
                 "dropped": len(duplicates),
             },
+            "decontamination": {
+                "contaminated_excluded": not include_contaminated,
+                "dropped": len(contaminated),
+                "benchmark_checks": sel.benchmark_checks,
+            },
+            "near_duplicates": {
+                "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",
+                "computed": sel.clustered,
+                "winner": "highest verifier_v (unscored last), then smallest record_id",
+                "dropped": len(near_duplicates),
+            },
             "split": {
                 "by": split_by,
                 "validation_fraction": validation_fraction,
@@ -443,6 +479,25 @@ def export_curriculum(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, manifest, counts, warnings)
+
+
+def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:
+    """Exported records the quality gates have not seen: landed after the last check."""
+    out = []
+    for check in sel.benchmark_checks:
+        late = sorted({r["run_id"] for r in kept} - set(check["run_ids"]))
+        if late:
+            out.append(
+                f"run(s) {', '.join(late)} landed after benchmark {check['benchmark']} was "
+                "checked: rerun `curriculum quality decontaminate`"
+            )
+    unclustered = sum(1 for r in kept if r.get("duplicate_cluster_id") is None)
+    if sel.clustered and unclustered:
+        out.append(
+            f"{unclustered} exported record(s) were landed after the near-duplicate check: "
+            "rerun `curriculum quality near-duplicates`"
+        )
+    return out
 
 
 def _write_formats(

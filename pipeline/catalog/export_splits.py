@@ -5,7 +5,7 @@ hand-made rows."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,10 @@ SPLIT_BY = ("passage", "cluster")
 @dataclass(frozen=True)
 class Dropped:
     record_id: str
-    reason: str  # duplicate_question | no_question_or_answer
+    # no_question_or_answer | contaminated | duplicate_question | near_duplicate
+    reason: str
     kept_record_id: str | None = None
+    detail: str | None = None  # the benchmarks/methods, or the near-duplicate cluster
 
 
 def _winner_key(row: dict[str, Any]) -> tuple[int, float, str]:
@@ -42,27 +44,59 @@ def drop_unusable(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return kept, dropped
 
 
-def dedupe_questions(
+def drop_contaminated(
     rows: Iterable[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """One record per Norm(question): the highest verifier_v wins, ties go to the smallest
-    record_id, so the result does not depend on the order the catalog returned rows in.
+    """Records a benchmark check flagged (`contaminated`, from the catalog's
+    curriculum_quality view) would put evaluation questions into training: drop them."""
+    kept, dropped = [], []
+    for row in rows:
+        if row.get("contaminated"):
+            what = ", ".join(row.get("contamination_benchmarks") or [])
+            how = ", ".join(row.get("contamination_methods") or [])
+            dropped.append(Dropped(row["record_id"], "contaminated", None, f"{what}: {how}"))
+        else:
+            kept.append(row)
+    return kept, dropped
 
-    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
+
+def _dedupe_by(
+    rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], str], reason: str
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per key: the highest verifier_v wins, ties go to the smallest record_id, so
+    the result does not depend on the order the catalog returned rows in."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault(normalize(row.get("question")), []).append(row)
+        groups.setdefault(key(row), []).append(row)
     kept, dropped = [], []
-    for members in groups.values():
+    for group, members in groups.items():
         members.sort(key=_winner_key)
         win = members[0]
         kept.append(win)
-        dropped += [
-            Dropped(m["record_id"], "duplicate_question", win["record_id"]) for m in members[1:]
-        ]
+        detail = f"cluster {group}" if reason == "near_duplicate" else None
+        dropped += [Dropped(m["record_id"], reason, win["record_id"], detail) for m in members[1:]]
     kept.sort(key=lambda r: r["record_id"])
     dropped.sort(key=lambda d: d.record_id)
     return kept, dropped
+
+
+def dedupe_questions(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per Norm(question) (see `_dedupe_by`).
+
+    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
+    return _dedupe_by(rows, lambda r: normalize(r.get("question")), "duplicate_question")
+
+
+def dedupe_near_duplicates(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per near-duplicate cluster (`duplicate_cluster_id`, written by `curriculum
+    quality near-duplicates`); a record not clustered yet stands alone."""
+    return _dedupe_by(
+        rows, lambda r: r.get("duplicate_cluster_id") or r["record_id"], "near_duplicate"
+    )
 
 
 # ---- split (pure) ----------------------------------------------------------------------
