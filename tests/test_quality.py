@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.agents.rewards import normalize
+from pipeline.catalog.audit import run_audit
 from pipeline.catalog.export import export_curriculum
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
@@ -303,6 +304,11 @@ def test_gates_are_committed_tables_that_the_views_read(gated):
         assert dup == [("r6", "r6", False), ("r7", "r6", True)]  # r7 has the higher V
         cov = con.execute("SELECT items, records_checked, runs_unchecked FROM benchmark_coverage")
         assert cov.fetchone() == (NQ_ITEMS + len(COPIES), 7, [])
+    audit = run_audit(catalog, "quality")
+    assert audit.exit_code == 0, audit.message
+    [row] = audit.tables[0].records()
+    assert (row["contaminated"], row["in_duplicate_clusters"], row["not_clustered"]) == (4, 2, 0)
+    assert row["benchmarks_checked"] == ["nq_plus_copies"]
 
 
 def test_export_leaves_out_contaminated_and_keeps_one_per_cluster(gated, tmp_path):
@@ -346,6 +352,8 @@ def test_export_leaves_out_contaminated_and_keeps_one_per_cluster(gated, tmp_pat
         assert con.execute("SELECT runs_unchecked FROM benchmark_coverage").fetchone() == (
             ["run-b"],
         )
+    audit = run_audit(catalog, "quality")
+    assert audit.exit_code == 1 and "run-b (nq_plus_copies)" in audit.message
 
 
 # ---- end to end: the commands on a copy of the landed run ------------------------------

@@ -92,6 +92,15 @@ def _runs_rule(tables: list[Table]) -> str | None:
     )
 
 
+def _quality_rule(tables: list[Table]) -> str | None:
+    late = [r for r in tables[0].records() if r["benchmarks_unchecked"]]
+    if not late:
+        return None
+    return "run(s) landed after a benchmark check, not compared with it: " + "; ".join(
+        f"{r['run_id']} ({', '.join(r['benchmarks_unchecked'])})" for r in late
+    )
+
+
 _RUN = "($run_id IS NULL OR run_id = $run_id)"
 
 AUDITS: dict[str, Audit] = {
@@ -253,6 +262,34 @@ AUDITS: dict[str, Audit] = {
             _runs_rule,
             "fails when a run's records carry another config hash or a run has no run record",
             "every record carries its run's configuration",
+        ),
+        Audit(
+            "quality",
+            "Quality gates per run (issue 17): contaminated records, records in near-duplicate "
+            "clusters, records not yet clustered, and the benchmark checks that covered the run "
+            "(`curriculum quality decontaminate` / `near-duplicates`).",
+            [
+                (
+                    "quality gates",
+                    f"""
+                    SELECT run_id, count(*) AS records,
+                           count(*) FILTER (WHERE contaminated) AS contaminated,
+                           count(*) FILTER (WHERE duplicate_cluster_size > 1)
+                               AS in_duplicate_clusters,
+                           count(*) FILTER (WHERE duplicate_cluster_id IS NULL) AS not_clustered,
+                           (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
+                            FROM benchmark_checks b WHERE list_contains(b.run_ids, c.run_id))
+                               AS benchmarks_checked,
+                           (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
+                            FROM benchmark_checks b WHERE NOT list_contains(b.run_ids, c.run_id))
+                               AS benchmarks_unchecked
+                    FROM curriculum_quality c WHERE {_RUN} GROUP BY run_id ORDER BY run_id
+                    """,
+                ),
+            ],
+            _quality_rule,
+            "fails when a run was landed after a benchmark was checked (never compared with it)",
+            "every run was checked against every benchmark checked so far",
         ),
         Audit(
             "rejects",
