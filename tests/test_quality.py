@@ -24,7 +24,7 @@ from pipeline.agents.rewards import normalize
 from pipeline.catalog.audit import run_audit
 from pipeline.catalog.export import export_curriculum
 from pipeline.catalog.store import Store
-from pipeline.core.config import load_config
+from pipeline.core.config import QualityConfig, load_config
 from pipeline.quality.benchmarks import BenchmarkError, load_benchmark
 from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
 from pipeline.quality.decontamination import decontaminate, word_ngrams
@@ -56,6 +56,8 @@ COPIES = [
     {"id": "long-r5", "question": "who discovered penicillin in 1928 and where"},
 ]
 NQ_ITEMS = 17
+Q = QualityConfig()  # the defaults: what the embedded profile runs with
+LEXICAL = (Q.ngram_n, Q.ngram_threshold)
 FLAGGED = {"r1": "exact", "r2": "embedding", "r3": "embedding", "r5": "ngram"}
 
 
@@ -152,9 +154,25 @@ def test_word_ngrams_are_sized_for_short_questions():
     assert word_ngrams("?!", 5) == set()
 
 
+def test_ngram_containment_flags_copies_not_questions_about_another_entity(tmp_path):
+    (tmp_path / "b.jsonl").write_text(
+        '{"id": "m", "question": "who was the first person to walk on the moon"}\n'
+    )
+    bench = load_benchmark(tmp_path / "b.jsonl")
+    asked = {
+        "longer": "Who was the first person to walk on the Moon, and in which year?",
+        "shorter": "the first person to walk on the moon",
+        "mars": "Who was the first person to walk on Mars?",
+    }
+    recs = [{"record_id": k, "run_id": "r", "question": q} for k, q in asked.items()]
+    got = {m.record_id: m.score for m in decontaminate(recs, bench, *LEXICAL)}
+    # "mars" shares 3 of its 4 5-grams (all but the last word): another question, below 0.8.
+    assert got == {"longer": 1.0, "shorter": 1.0}
+
+
 def test_benchmark_copies_flag_exactly_those_records(bench_file, encode):
     bench = load_benchmark(bench_file)
-    matches = decontaminate(records(), bench, 5, 0.5, 0.88, encode)
+    matches = decontaminate(records(), bench, *LEXICAL, Q.embedding_threshold, encode)
     flagged = {m.record_id for m in matches}
     assert flagged == set(FLAGGED)
     for rid, method in FLAGGED.items():
@@ -169,7 +187,7 @@ def test_benchmark_copies_flag_exactly_those_records(bench_file, encode):
     assert {m.method for m in matches if m.record_id in ("r2", "r3")} == {"embedding"}
 
     # Without the embedder, the lexical methods alone flag exactly the copies they can see.
-    lexical = decontaminate(records(), bench, 5, 0.5)
+    lexical = decontaminate(records(), bench, *LEXICAL)
     assert {m.record_id for m in lexical} == {"r1", "r5"}
 
 
@@ -190,7 +208,7 @@ def test_answer_and_evidence_passage_match_flags_a_reworded_record(tmp_path):
         {**base, "record_id": "other-passage", "evidence": "grunge", "evidence_title": "Seattle"},
         {**base, "record_id": "other-answer", "answer": "Pearl Jam", "evidence_title": "Polly"},
     ]  # fmt: skip
-    got = {(m.record_id, m.method) for m in decontaminate(recs, bench, 5, 0.5)}
+    got = {(m.record_id, m.method) for m in decontaminate(recs, bench, *LEXICAL)}
     assert got == {("by-title", "answer_evidence"), ("by-span", "answer_evidence")}
 
 

@@ -30,6 +30,7 @@ FUNNEL_ROWS = {
     "valid": "valid",
     "verbatim": "valid + verbatim",
     "v_positive": "V > 0",
+    "not_contaminated": "not contaminated",
 }
 
 
@@ -142,6 +143,7 @@ def test_landed_report_funnel_matches_sql(landed_run, landed_report):
         ).fetchone()
 
     expected = {"generated": g, "valid": v or 0, "verbatim": vb or 0, "v_positive": vp or 0}
+    expected["not_contaminated"] = expected["v_positive"]  # no benchmark checked in this run
     assert g == 6  # generation.num_sources=6 in LANDED_SETTINGS
     assert funnel_from_markdown(rep.markdown) == expected
     assert rep.funnel == expected
@@ -310,7 +312,13 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     rep = write_run_report(store.refresh_catalog(), store.run_dir("syn"), "syn")
 
     md = rep.markdown
-    assert rep.funnel == {"generated": 2, "valid": 1, "verbatim": 1, "v_positive": 1}
+    assert rep.funnel == {
+        "generated": 2,
+        "valid": 1,
+        "verbatim": 1,
+        "v_positive": 1,
+        "not_contaminated": 1,
+    }
     assert "| empty_answer | 1 |" in md
     assert "**Question:** Which \\| pipe splits?" in md  # one line, pipe escaped
     assert "### 1. V +0.600, R_pro 0.900 — 2-hop factual" in md

@@ -153,12 +153,13 @@ AUDITS: dict[str, Audit] = {
         ),
         Audit(
             "funnel",
-            "Generated -> valid -> valid+verbatim -> V > 0 per run, with the rates.",
+            "Generated -> valid -> valid+verbatim -> V > 0 -> not contaminated per run, with "
+            "the rates.",
             [
                 (
                     "funnel",
                     f"""
-                    SELECT run_id, generated, valid, verbatim, v_positive,
+                    SELECT run_id, generated, valid, verbatim, v_positive, not_contaminated,
                            round(valid / nullif(generated, 0), 3) AS valid_rate,
                            round(verbatim / nullif(generated, 0), 3) AS verbatim_rate,
                            round(v_positive / nullif(generated, 0), 3) AS v_positive_rate,

@@ -5,7 +5,7 @@
 rejects, example records) and writes `<out>/runs/<run_id>/report/`:
 
     report.md            the page; plots are linked by relative path
-    funnel.png           generated -> valid -> valid + verbatim -> V > 0
+    funnel.png           generated -> valid -> valid + verbatim -> V > 0 -> not contaminated
     verifier_v.png       histogram of V = p+ - p- (0.2-wide bins, as the verifier_histogram view)
     clusters.png         records per selector cluster (all K clusters, zeros included)
     task_types.png       records per task type (all configured types, zeros included)

@@ -11,12 +11,14 @@ from typing import Any
 import duckdb
 import yaml
 
-FUNNEL_STAGES = ("generated", "valid", "verbatim", "v_positive")
+FUNNEL_STAGES = ("generated", "valid", "verbatim", "v_positive", "not_contaminated")
 FUNNEL_LABELS = {
     "generated": "generated",
     "valid": "valid",
     "verbatim": "valid + verbatim",
     "v_positive": "V > 0",
+    # by the benchmarks `curriculum quality decontaminate` checked (equal to V > 0 before)
+    "not_contaminated": "not contaminated",
 }
 # Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
 WCR_BINS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]", "no KG path")
