@@ -7,6 +7,7 @@ from prefect import flow, get_run_logger, task
 from flows.retry import RETRY
 from pipeline.core.config import load_config
 from pipeline.kg import extract as kg
+from pipeline.retrieval.corpus import CorpusFile, locate_corpus
 
 
 @task(name="kg-ingest", **RETRY)
@@ -15,8 +16,8 @@ def ingest_task(cfg) -> kg.IngestReport:
 
 
 @task(name="kg-extract", **RETRY)
-def extract_task(cfg) -> kg.ExtractResult:
-    return kg.extract(cfg)
+def extract_task(cfg, corpus: CorpusFile) -> kg.ExtractResult:
+    return kg.extract(cfg, corpus)
 
 
 @flow(name="extract-subgraphs", log_prints=True)
@@ -37,7 +38,7 @@ def extract_subgraphs(
         rep.duplicates,
         "reused" if rep.reused else f"{rep.seconds:.1f}s",
     )
-    res = extract_task(cfg)
+    res = extract_task(cfg, locate_corpus(cfg))
     log.info(
         "%d subgraphs from %d seeds at %s (%s)\n%s",
         res.subgraphs,

@@ -11,7 +11,8 @@ from flows.report import report_task
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
 from pipeline.retrieval.index_build import find_index
-from pipeline.stages import RunSummary
+from pipeline.run_context import RunContext
+from pipeline.stages import RunSummary, find_kg
 
 
 @flow(name="land", log_prints=True)
@@ -26,7 +27,8 @@ def land(
     run_id = run_id or store.latest_run_id()
     if run_id is None:
         raise ValueError(f"no runs under {store.root}; run the nightly flow first")
-    summary = land_task(cfg, find_index(cfg), run_id)
-    report = report_task(cfg, run_id)
+    ctx = RunContext.open(cfg, run_id, store)
+    summary = land_task(ctx, find_index(cfg, ctx.corpus), find_kg(ctx))
+    report = report_task(ctx)
     get_run_logger().info("catalog %s, report %s", summary.catalog, report.markdown_path)
     return summary

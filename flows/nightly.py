@@ -16,6 +16,10 @@ from pipeline.catalog.runs import choose_run
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
 from pipeline.core.run_control import StopRequest, store_run_lock
+from pipeline.generation.shards import GenerationReport
+from pipeline.kg.extract import ExtractResult
+from pipeline.retrieval.index_build import IndexArtifacts
+from pipeline.run_context import RunContext
 from pipeline.stages import (
     RunSummary,
     feedback_stage,
@@ -27,8 +31,8 @@ from pipeline.stages import (
 
 
 @task(name="index", **RETRY)
-def index_task(cfg, run_id: str):
-    art = index_stage(cfg, run_id)
+def index_task(ctx: RunContext) -> IndexArtifacts:
+    art = index_stage(ctx)
     get_run_logger().info(
         "index %s: %d passages (%s)",
         art.fingerprint,
@@ -39,8 +43,8 @@ def index_task(cfg, run_id: str):
 
 
 @task(name="kg", **RETRY)
-def kg_task(cfg):
-    res = kg_stage(cfg)
+def kg_task(ctx: RunContext) -> ExtractResult | None:
+    res = kg_stage(ctx)
     if res is not None:
         get_run_logger().info(
             "kg: %d subgraphs (%s) at %s",
@@ -52,12 +56,14 @@ def kg_task(cfg):
 
 
 @task(name="generate", **RETRY)
-def generate_task(cfg, art, run_id: str, stop: StopRequest):
+def generate_task(
+    ctx: RunContext, index: IndexArtifacts, subgraphs: ExtractResult | None, stop: StopRequest
+) -> GenerationReport:
     log = get_run_logger()
     report = generate_stage(
-        cfg,
-        art,
-        run_id,
+        ctx,
+        index,
+        subgraphs,
         on_shard=lambda s, n: log.info("shard %d/%d committed", s + 1, n),
         should_stop=stop.requested,
     )
@@ -71,8 +77,8 @@ def generate_task(cfg, art, run_id: str, stop: StopRequest):
 
 
 @task(name="selector-feedback", cache_policy=NO_CACHE)
-def feedback_task(cfg, art, run_id: str) -> bool:
-    applied = feedback_stage(cfg, art, run_id)
+def feedback_task(ctx: RunContext, index: IndexArtifacts) -> bool:
+    applied = feedback_stage(ctx, index)
     get_run_logger().info(
         "selector: %s", "feedback applied" if applied else "nothing to apply (incomplete or done)"
     )
@@ -80,8 +86,10 @@ def feedback_task(cfg, art, run_id: str) -> bool:
 
 
 @task(name="land", **RETRY)
-def land_task(cfg, art, run_id: str) -> RunSummary:
-    return land_stage(cfg, art, run_id)
+def land_task(
+    ctx: RunContext, index: IndexArtifacts, subgraphs: ExtractResult | None
+) -> RunSummary:
+    return land_stage(ctx, index, subgraphs)
 
 
 @flow(name="nightly", log_prints=True)
@@ -93,27 +101,28 @@ def nightly(
     """One self-evolution iteration on the configured corpus; rerun with the same id resumes
     (without one, the latest run of this configuration resumes if it did not complete)."""
     cfg = load_config(profile, overrides or [])
-    choice = choose_run(Store.from_config(cfg), cfg, run_id)
-    run_id = choice.run_id
+    store = Store.from_config(cfg)  # the run's one Store, handed to every stage in ctx
+    choice = choose_run(store, cfg, run_id)
     stop = StopRequest()
     # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.
-    with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id), stop.installed():
+    with store_run_lock(store.root, choice.run_id), stop.installed():
         if choice.message():
             get_run_logger().warning(choice.message())
+        ctx = RunContext.open(cfg, choice.run_id, store)
         log = get_run_logger()
-        log.info("run %s (profile %s, config %s)", run_id, cfg.profile, cfg.config_hash())
-        art = index_task(cfg, run_id)
-        kg_task(cfg)
-        generate_task(cfg, art, run_id, stop)
-        feedback_task(cfg, art, run_id)
-        summary = land_task(cfg, art, run_id)
+        log.info("run %s (profile %s, config %s)", ctx.run_id, cfg.profile, cfg.config_hash())
+        index = index_task(ctx)
+        subgraphs = kg_task(ctx)
+        generate_task(ctx, index, subgraphs, stop)
+        feedback_task(ctx, index)
+        summary = land_task(ctx, index, subgraphs)
         # The shards and catalog have landed; a failing report is logged, not a failed run.
-        state = report_task(cfg, run_id, return_state=True)
+        state = report_task(ctx, return_state=True)
         if state.is_completed():
             return dataclasses.replace(summary, report=state.result().markdown_path)
         get_run_logger().warning(
             "run report failed (%s); regenerate it with `curriculum report --run-id %s`",
             state.message,
-            run_id,
+            ctx.run_id,
         )
         return summary

@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipeline.catalog.report import RunReport, write_run_report
 from pipeline.catalog.report_data import FUNNEL_LABELS, FUNNEL_STAGES
-from pipeline.catalog.store import Store
+from pipeline.run_context import RunContext
 
 
 def artifact_key(run_id: str, kind: str = "report") -> str:
@@ -40,10 +40,10 @@ def funnel_table(report: RunReport) -> list[dict]:
 
 
 @task(name="report", cache_policy=NO_CACHE)
-def report_task(cfg, run_id: str) -> RunReport:
+def report_task(ctx: RunContext) -> RunReport:
     """Write runs/<run_id>/report/ from the refreshed catalog and publish it."""
-    store = Store.from_config(cfg)
-    report = write_run_report(store.catalog_path, store.run_dir(run_id), run_id)
+    run_id = ctx.run_id
+    report = write_run_report(ctx.store.catalog_path, ctx.run_dir, run_id)
     create_markdown_artifact(
         markdown=report.artifact_markdown(),
         key=artifact_key(run_id, "report"),

@@ -1,8 +1,12 @@
-"""Stage entry points the Prefect flows call: plain functions, no orchestration here."""
+"""The stages of a nightly run, one shape each: `stage(ctx, upstream handles) -> handle`.
+
+Plain functions over a `RunContext` (pipeline/run_context.py), no orchestration: flows/ wires
+them into Prefect tasks, and whatever runs them (a flow, a test, an executor) hands each stage
+the handles of the stages before it.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +15,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from pipeline.catalog.runs import finish_run, start_run
-from pipeline.catalog.store import Store, connect_readonly, utcnow
+from pipeline.catalog.store import connect_readonly
+from pipeline.core.io import utcnow
 from pipeline.generation.shards import GenerationContext, GenerationReport, run_generation
 from pipeline.kg import extract as kg
 from pipeline.llm import make_generator
@@ -20,71 +25,59 @@ from pipeline.llm.chat import make_renderer
 from pipeline.retrieval.embedding import Embedder
 from pipeline.retrieval.faiss_index import Retriever
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
+from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
 
 log = logging.getLogger(__name__)
 
 
-def index_stage(cfg, run_id: str, progress: bool = True) -> IndexArtifacts:
+def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     """Build or reuse the index; the corpus lines it rejected are listed in this run's rejects."""
-    art = ensure_index(cfg, progress=progress)
+    art = ensure_index(ctx.cfg, progress=progress, corpus=ctx.corpus)
     rejects = art.rejects()
-    store = Store.from_config(cfg)
-    if rejects and "corpus" not in store.completed_shards(run_id, verify=False):
-        rows = [{**r, "run_id": run_id} for r in rejects]
-        f = store.write_shard("rejects", run_id, utcnow().date(), "corpus", rows)
-        store.commit(run_id, "corpus", [f])
+    if rejects and "corpus" not in ctx.store.completed_shards(ctx.run_id, verify=False):
+        rows = [{**r, "run_id": ctx.run_id} for r in rejects]
+        f = ctx.store.write_shard("rejects", ctx.run_id, utcnow().date(), "corpus", rows)
+        ctx.store.commit(ctx.run_id, "corpus", [f])
     return art
 
 
-def kg_stage(cfg) -> kg.ExtractResult | None:
+def kg_stage(ctx: RunContext) -> kg.ExtractResult | None:
     """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled."""
-    if not cfg.kg.nightly:
+    if not ctx.cfg.kg.nightly:
         return None
-    kg.ingest(cfg)
-    return kg.extract(cfg)
-
-
-def load_subgraphs(cfg) -> list[dict]:
-    """The finished subgraphs for this configuration, ordered by node count (or none)."""
-    if not cfg.kg.nightly:
-        return []
-    try:
-        return kg.read_subgraphs(kg.find_extract(cfg)).to_pylist()
-    except kg.KGNotReadyError:
-        log.warning("no subgraphs extracted for this configuration; proposing without KG context")
-        return []
+    return kg.extract(ctx.cfg, ctx.corpus)
 
 
 def generate_stage(
-    cfg,
-    art: IndexArtifacts,
-    run_id: str,
+    ctx: RunContext,
+    index: IndexArtifacts,
+    subgraphs: kg.ExtractResult | None,
     on_shard: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> GenerationReport:
     """Draw (or reload) the run's plan from the selector and generate every missing shard."""
-    store = Store.from_config(cfg)
+    cfg, store, run_id = ctx.cfg, ctx.store, ctx.run_id
     n_shards = -(-cfg.generation.num_sources // cfg.generation.shard_size)
     record = start_run(store, cfg, run_id, n_shards)
-    subgraphs = load_subgraphs(cfg)
-    plan = make_plan(cfg, store, art.dir, run_id, subgraphs)
+    graphs = subgraphs.read_subgraphs().to_pylist() if subgraphs is not None else []
+    plan = make_plan(cfg, store, index.dir, run_id, graphs)
     status = "failed"
     try:
         embedder = Embedder.from_config(cfg)
-        ctx = GenerationContext(
+        gen = GenerationContext(
             cfg=cfg,
             store=store,
             generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
-            retriever=Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads),
+            retriever=Retriever(index.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads),
             run_id=run_id,
             run_date=record["run_date"],
             embedder_model=embedder.model_ref,
-            subgraphs={sg["subgraph_id"]: sg for sg in subgraphs},
+            subgraphs={sg["subgraph_id"]: sg for sg in graphs},
             render=make_renderer(cfg),
         )
         try:
-            report = run_generation(ctx, plan, on_shard=on_shard, should_stop=should_stop)
+            report = run_generation(gen, plan, on_shard=on_shard, should_stop=should_stop)
         except KeyboardInterrupt:
             status = "stopped"  # committed shards stay; the rest is redone on resume
             raise
@@ -95,12 +88,12 @@ def generate_stage(
         finish_run(store, record, status)
 
 
-def feedback_stage(cfg, art: IndexArtifacts, run_id: str) -> bool:
+def feedback_stage(ctx: RunContext, index: IndexArtifacts) -> bool:
     """Once a run is complete, feed its records back into the selector (one iteration).
 
     Returns False when the run is not complete or its iteration was already applied.
     """
-    store = Store.from_config(cfg)
+    store, run_id = ctx.store, ctx.run_id
     run = store.read_run(run_id)
     plan = load_plan(store, run_id)
     if run is None or plan is None or run["status"] != "completed":
@@ -109,13 +102,25 @@ def feedback_stage(cfg, art: IndexArtifacts, run_id: str) -> bool:
     rollouts = store.read_run_table(run_id, "solver_rollouts")
     # R_sol = EM + λ_E·F1(ê, e) per rollout; normalised by its range in run_score.
     solver_mean = pc.mean(rollouts["solver_reward"]).as_py() if len(rollouts) else None
-    return apply_feedback(cfg, art.dir, plan, records, solver_mean)
+    return apply_feedback(ctx.cfg, index.dir, plan, records, solver_mean)
 
 
-def selector_artifacts(cfg) -> dict[str, list[Path]]:
+def find_kg(ctx: RunContext) -> kg.ExtractResult | None:
+    """The finished KG extraction of this configuration, for commands that do not build it
+    (None when the nightly does not run the KG stage or it has not run yet)."""
+    if not ctx.cfg.kg.nightly:
+        return None
+    try:
+        return kg.find_extract(ctx.cfg, ctx.corpus)
+    except kg.KGNotReadyError:
+        log.warning("no subgraphs extracted for this configuration")
+        return None
+
+
+def selector_artifacts(ctx: RunContext) -> dict[str, list[Path]]:
     """Selector files for the catalog: clusterings, per-iteration state and usage, run plans."""
-    clusters_dir, state_dir = selector_dirs(cfg)
-    out = cfg.resolve_path(cfg.store.out_dir)
+    clusters_dir, state_dir = selector_dirs(ctx.cfg)
+    out = ctx.store.root
     return {
         "clusters": sorted(clusters_dir.glob("*/clusters.parquet")),
         "selector_state": sorted(state_dir.glob("iteration=*/selector_state.parquet")),
@@ -139,13 +144,14 @@ class RunSummary:
     report: Path | None = None  # the run report's Markdown, once written
 
 
-def land_stage(cfg, art: IndexArtifacts, run_id: str) -> RunSummary:
+def land_stage(
+    ctx: RunContext, index: IndexArtifacts, subgraphs: kg.ExtractResult | None
+) -> RunSummary:
     """Refresh the DuckDB catalog over all committed shards and summarise this run."""
-    store = Store.from_config(cfg)
-    artifacts = {"passages": [art.passages_path], **selector_artifacts(cfg)}
-    if cfg.kg.nightly:
-        with contextlib.suppress(kg.KGNotReadyError):  # kg stage not run for this config
-            artifacts.update(kg.artifacts(cfg))
+    store, run_id = ctx.store, ctx.run_id
+    artifacts = {"passages": [index.passages_path], **selector_artifacts(ctx)}
+    if subgraphs is not None:
+        artifacts.update(subgraphs.catalog_files())
     catalog = store.refresh_catalog(artifacts)
     with connect_readonly(catalog) as con:
         row = con.execute(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -121,25 +123,58 @@ LANDED_SETTINGS = [
 ]
 
 
+@contextlib.contextmanager
+def recording_run_io():
+    """Record, while a run executes in this process, every file hashed through
+    `pipeline.core.io.sha256_file` (wherever a module imported it) and every `Store` built."""
+    from pipeline.catalog.store import Store
+    from pipeline.core import io as core_io
+
+    rec = SimpleNamespace(hashed=[], stores=0)
+    original, init = core_io.sha256_file, Store.__init__
+
+    def hashing(path):
+        rec.hashed.append(Path(path).resolve())
+        return original(path)
+
+    def building(self, *args, **kwargs):
+        rec.stores += 1
+        init(self, *args, **kwargs)
+
+    def swap(old, new) -> None:
+        for name, m in list(sys.modules.items()):
+            if name.split(".")[0] == "pipeline" and vars(m).get("sha256_file") is old:
+                m.sha256_file = new
+
+    swap(original, hashing)
+    Store.__init__ = building
+    try:
+        yield rec
+    finally:
+        Store.__init__ = init
+        swap(hashing, original)  # modules imported meanwhile took the wrapper too
+
+
 @pytest.fixture(scope="session")
 def landed_run(tmp_path_factory, vllm_llm):
     """One real nightly run (the Prefect flow, in this process, on the session's vLLM engine:
     the embedded default) that audit/export/report tests read. Set CURRICULUM_TEST_LANDED=<dir>
     to reuse a run landed earlier with LANDED_SETTINGS (its out/ beside a run id file), e.g.
     while iterating on those tests locally."""
-    from types import SimpleNamespace
 
     reuse = os.environ.get("CURRICULUM_TEST_LANDED")
     base = Path(reuse) if reuse else tmp_path_factory.mktemp("landed")
     out = base / "out"
     settings = [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}", *LANDED_SETTINGS]
     run_id = "landed-a"
-    summary = None
+    summary, io = None, None
     if not (reuse and (out / "catalog.duckdb").exists()):
         from flows.nightly import nightly
 
-        summary = nightly(overrides=settings, run_id=run_id)
+        with recording_run_io() as io:
+            summary = nightly(overrides=settings, run_id=run_id)
     return SimpleNamespace(
+        io=io,
         base=base,
         out=out,
         catalog=out / "catalog.duckdb",

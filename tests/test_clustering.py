@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.catalog.store import read_shard, write_parquet_atomic
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import write_parquet_atomic
 from pipeline.selector import ClusterResult, cluster_count, cluster_embeddings, cluster_index
 from pipeline.selector.clustering import open_shards, read_block, read_rows
 from schemas.tables import EMBEDDINGS_MANIFEST, PASSAGES

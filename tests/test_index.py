@@ -71,6 +71,7 @@ def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
 def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp_cfg):
     from pipeline.catalog.runs import generation_shards_done
     from pipeline.catalog.store import Store
+    from pipeline.run_context import RunContext
     from pipeline.stages import index_stage
     from tests.conftest import SAMPLE_CORPUS
 
@@ -79,8 +80,9 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
     corpus = tmp_path / "broken.jsonl"
     corpus.write_text("".join(lines), encoding="utf-8")
     cfg = tmp_cfg(f"corpus.path={corpus}", "corpus.on_error=reject", "corpus.error_budget=0.05")
-    art = index_stage(cfg, "run-a", progress=False)
-    again = index_stage(cfg, "run-a", progress=False)  # a task retry: no duplicate listing
+    ctx = RunContext.open(cfg, "run-a")
+    art = index_stage(ctx, progress=False)
+    again = index_stage(ctx, progress=False)  # a task retry: no duplicate listing
     assert art.passages == 40 and again.reused
     store = Store.from_config(cfg)
     assert store.completed_shards("run-a") == {"corpus"}

@@ -17,10 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.catalog.store import Store, read_shard
+from pipeline.catalog.store import Store
 from pipeline.core.compressed import CompressedInputError
+from pipeline.core.contracts import read_shard
 from pipeline.core.errors import BadInputError
-from pipeline.kg.dump import COMPLETE_MARKER, ingest_dump, part_files
+from pipeline.core.io import COMPLETE_MARKER
+from pipeline.kg.dump import ingest_dump, part_files
 from pipeline.kg.entity_parse import parse_entity
 from pipeline.retrieval.corpus import CorpusError, find_duplicate_ids, load_corpus
 

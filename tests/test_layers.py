@@ -36,3 +36,33 @@ def test_a_layer_imports_nothing_above_it(layer):
         if root in FORBIDDEN[layer]
     ]
     assert not bad, "\n".join(bad)
+
+
+# Renaming a finished temporary file or folder over an artifact is the io layer's job alone.
+RENAMES = {("os", "replace"), ("os", "rename"), ("os", "renames"), ("shutil", "move")}
+
+
+def test_only_the_io_layer_renames_files_into_place():
+    bad = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        if path == ROOT / "pipeline" / "core" / "io.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            f = node.func
+            owner = f.value.id if isinstance(f.value, ast.Name) else None
+            # Path.rename / Path.replace take one path argument; str.replace takes two.
+            path_rename = f.attr in ("rename", "replace") and len(node.args) == 1
+            if (owner, f.attr) in RENAMES or (path_rename and owner not in ("os", "shutil")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+    assert not bad, "use pipeline.core.io (atomic_path / atomic_dir):\n" + "\n".join(bad)
+
+
+def test_every_library_module_holds_one_concept_in_at_most_600_lines():
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in sorted((ROOT / "pipeline").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > 600
+    ]
+    assert not long, "split by concept:\n" + "\n".join(long)

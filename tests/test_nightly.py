@@ -77,7 +77,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     after = [orjson.loads(line) for line in manifest.read_text().splitlines()]
     assert [e["shard"] for e in after] == ["00000", "00001", "00002"]
     assert after[: len(before)] == before
-    from pipeline.catalog.store import sha256_file
+    from pipeline.core.io import sha256_file
 
     for entry in before:
         for f in entry["files"]:
@@ -204,6 +204,19 @@ def test_second_run_continues_the_selector_state(tmp_path, landed_run):
               OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
     ).fetchone()[0]
     assert bad == 0
+
+
+def test_one_nightly_run_hashes_the_corpus_once_and_builds_one_store(landed_run):
+    """The run context is built once per run: the corpus file (keying the index and the KG's
+    passage links) is hashed once, and every stage works on the flow's one Store."""
+    from pipeline.core.config import load_config
+
+    if landed_run.io is None:
+        pytest.skip("a reused landed run did not run in this session")
+    cfg = load_config(None, landed_run.settings)
+    corpus = cfg.resolve_path(cfg.corpus.path).resolve()
+    assert landed_run.io.hashed.count(corpus) == 1, landed_run.io.hashed
+    assert landed_run.io.stores == 1
 
 
 def test_landed_run_ran_on_the_vllm_engine(landed_run, vllm_llm):

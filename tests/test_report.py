@@ -392,6 +392,7 @@ PREFECT_SCRIPT = textwrap.dedent(
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from pipeline.core.config import load_config
+    from pipeline.run_context import RunContext
     from flows.report import artifact_key, report_task
 
     out, catalog, run_id = sys.argv[1:4]
@@ -399,7 +400,7 @@ PREFECT_SCRIPT = textwrap.dedent(
     @flow(name="report-only")
     def report_only():
         cfg = load_config(None, [f"store.out_dir={out}", f"store.catalog={catalog}"])
-        return report_task(cfg, run_id)
+        return report_task(RunContext.open(cfg, run_id))
 
     rep = report_only()
     keys = [artifact_key(run_id, "report"), artifact_key(run_id, "funnel")]

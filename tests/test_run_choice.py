@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from pipeline.catalog.runs import choose_run, default_run_id
-from pipeline.catalog.store import Store, utcnow
+from pipeline.catalog.store import Store
+from pipeline.core.io import utcnow
 from pipeline.core.run_control import store_run_lock
 from schemas.tables import SCHEMA_VERSION
 
@@ -63,7 +64,7 @@ def test_a_run_killed_between_generation_and_feedback_is_resumed(tmp_cfg):
     iteration's state is saved the run is not finished."""
     import pyarrow as pa
 
-    from pipeline.catalog.store import write_parquet_atomic
+    from pipeline.core.io import write_parquet_atomic
     from pipeline.selector.run_plan import PLAN_FILE, selector_dirs
     from pipeline.selector.state import META_FILE
     from schemas.tables import RUN_PLAN

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.catalog.store import read_shard
 from pipeline.core.config import SelectorConfig
+from pipeline.core.contracts import read_shard
 from pipeline.selector import (
     ClusterResult,
     Feedback,

@@ -5,7 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.catalog.store import SchemaMismatchError, Store, read_shard
+from pipeline.catalog.store import Store
+from pipeline.core.contracts import SchemaMismatchError, read_shard
 from schemas.tables import REJECTS, schema_for
 
 DAY = dt.date(2026, 11, 21)

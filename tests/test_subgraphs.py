@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.catalog.store import read_shard
+from pipeline.core.contracts import read_shard
 from pipeline.kg.answer_types import answer_types
 from pipeline.kg.dump import ingest_dump
 from pipeline.kg.graph import (
@@ -242,7 +242,7 @@ def test_llm_guided_extraction_on_the_sample(llm, tmp_cfg):
     gen = RecordingGenerator(llm)
     res = kg.extract(cfg, generator=gen)
     assert not res.reused and res.seeds == 4
-    table = kg.read_subgraphs(res)  # checked against the SUBGRAPHS contract
+    table = res.read_subgraphs()  # checked against the SUBGRAPHS contract
     rows = table.to_pylist()
     assert rows, "no subgraph from 4 seeds"
     assert res.subgraphs + res.rejected == 4

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from qwikidata.entity import WikidataItem
 
-from pipeline.catalog.store import read_shard
+from pipeline.core.contracts import read_shard
 from pipeline.kg.dump import (
     DumpError,
     ingest_dump,

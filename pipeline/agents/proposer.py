@@ -1,4 +1,8 @@
-"""Proposer: read (question, answer, evidence) from a tagged rollout and check the evidence."""
+"""Proposer: a batch of source passages -> tagged rollouts -> (question, answer, evidence) with
+the evidence checked against the source and what the rollout retrieved.
+
+`propose()` is the proposer's step as `solve()` and `verify_*()` are the solver's and the
+verifier's: tasks in, results out, one generate call per turn for the whole batch."""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.agents.evidence import locate, sentences
-from pipeline.agents.prompts import FewShot
+from pipeline.agents.prompts import PROPOSER_STOP, FewShot, proposer_prompt
 from pipeline.agents.rewards import token_f1
-from pipeline.agents.rollout import TurnGuide
+from pipeline.agents.rollout import Rollout, RolloutConfig, TurnGuide, run_rollouts
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render, plain
+from pipeline.retrieval.faiss_index import Retriever
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
@@ -88,3 +95,91 @@ def copies_example(question: str | None, shots: list[FewShot], threshold: float 
     """A base model often repeats a few-shot question verbatim for an unrelated passage; such a
     record is a prompt artifact, and its answer is in the verifier's prompt too."""
     return bool(question) and any(token_f1(question, s.question) >= threshold for s in shots)
+
+
+@dataclass(frozen=True)
+class ProposerTask:
+    """One proposer call: a source passage and what the plan asks of it."""
+
+    passage_id: str
+    title: str
+    text: str
+    hop_count: int
+    task_type: str
+    kg_facts: str | None = None  # the linked subgraph's target path, rendered
+
+
+@dataclass(frozen=True)
+class ProposerSettings:
+    evidence_mode: str  # constrained | free
+    temperature: float
+    top_p: float
+    max_tokens: int  # per assistant turn
+    seed: int
+    max_turns: int = 5
+    topk: int = 3
+    max_doc_tokens: int = 512
+    search: bool = True
+    force_final: bool = True  # open <question> on the last allowed turn / past the budget
+    guided: bool = False  # constrain the final block's shape by guided decoding
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(
+            n=1,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class ProposerResult:
+    prompt: str  # what the model saw first (rendered)
+    rollout: Rollout
+    proposal: Proposal
+
+
+def propose(
+    gen: Generator,
+    retriever: Retriever,
+    tasks: Sequence[ProposerTask],
+    shots: Sequence[FewShot],
+    settings: ProposerSettings,
+    render: Render = plain,
+) -> list[ProposerResult]:
+    """One proposer rollout per task, read back into a checked Proposal.
+
+    An h-hop task may search h - 1 times before it must write its final block (when
+    `force_final`), so the question needs the hops the plan drew."""
+    s = settings
+    prompts = [
+        render(
+            proposer_prompt(
+                t.title, t.text, shots, s.evidence_mode, t.kg_facts, t.hop_count, t.task_type
+            )
+        )
+        for t in tasks
+    ]
+    rcfg = RolloutConfig(
+        "<evidence>",
+        "</evidence>",
+        s.max_turns,
+        s.topk,
+        s.max_doc_tokens,
+        s.search,
+        PROPOSER_STOP,
+        "<question>" if s.force_final else None,
+    )
+    budgets = [max(t.hop_count - 1, 0) if s.force_final else None for t in tasks]
+    guides = [proposer_guide(s.evidence_mode, t.text) for t in tasks] if s.guided else None
+    groups = run_rollouts(gen, retriever, prompts, s.sampling(), rcfg, budgets, guides)
+    results = []
+    for task, prompt, group in zip(tasks, prompts, groups, strict=True):
+        roll = group[0]
+        snippets = roll.retrieved_passages()  # full texts of the hits, not the cut tool docs
+        proposal = parse_proposal(
+            roll.transcript, task.passage_id, task.text, s.evidence_mode, snippets
+        )
+        results.append(ProposerResult(prompt, roll, proposal))
+    return results

@@ -16,10 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import os
-import shutil
 import subprocess
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,8 +39,9 @@ from pipeline.catalog.export_splits import (
     shared_passages,
 )
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-from pipeline.catalog.store import StoreError, fsync_path, sha256_file
+from pipeline.catalog.store import StoreError
 from pipeline.core.errors import first_line
+from pipeline.core.io import atomic_dir, sha256_file
 from schemas.exports import (
     EXPORT_VERSION,
     EXTRA_INFO,
@@ -242,13 +240,6 @@ class ExportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            fsync_path(Path(dirpath) / name)
-        fsync_path(Path(dirpath))
-
-
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("wb") as fh:
         for row in rows:
@@ -299,24 +290,6 @@ def _check_target(out: Path, overwrite: bool) -> None:
             f"{out} exists and is not a curriculum export (no {MANIFEST}); not replacing it",
             "choose another output directory",
         )
-
-
-def _install(tmp: Path, out: Path, overwrite: bool) -> None:
-    """Rename the finished export into place; an old export is moved aside, then removed."""
-    _check_target(out, overwrite)
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except OSError:
-        if old is not None:
-            os.rename(old, out)
-        raise
-    fsync_path(out.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _parse_formats(formats: Iterable[str]) -> list[str]:
@@ -400,10 +373,7 @@ def export_curriculum(
         warnings.append(f"run(s) not completed: {', '.join(not_done)}")
     warnings += _gate_warnings(sel, kept)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
-    try:
+    with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
         dropped = unusable + contaminated + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
@@ -473,11 +443,6 @@ def export_curriculum(
         (tmp / MANIFEST).write_bytes(
             orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
-        _fsync_tree(tmp)
-        _install(tmp, out, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return ExportResult(out, manifest, counts, warnings)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pipeline.catalog.store import Store, atomic_write_bytes, utcnow
+from pipeline.catalog.store import Store
+from pipeline.core.io import atomic_write_bytes, utcnow
 from schemas.tables import SCHEMA_VERSION
 
 

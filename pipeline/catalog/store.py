@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import logging
 import os
 from collections.abc import Iterator
@@ -25,7 +24,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, TABLES, schema_for
+from pipeline.core.contracts import check_schema, conform, read_shard
+from pipeline.core.io import atomic_path, sha256_file, utcnow, write_parquet_atomic
+from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,6 @@ SHARDED_TABLES = (
 )
 
 
-class SchemaMismatchError(ValueError):
-    """A Parquet file whose schema differs from its table contract."""
-
-
 class StoreError(RuntimeError):
     pass
 
@@ -54,99 +51,6 @@ class ShardFile:
     rows: int
     sha256: str
     bytes: int
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def fsync_path(path: Path) -> None:
-    """fsync a file or a directory (a directory's entries: renames in it become durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_path(path.parent)
-
-
-def conform(table: str, data: pa.Table | list[dict[str, Any]]) -> pa.Table:
-    """Cast rows to the table contract; a missing or mistyped field is an error, not a guess."""
-    schema = schema_for(table)
-    if isinstance(data, list):
-        for i, row in enumerate(data):
-            missing = [fld.name for fld in schema if fld.name not in row]
-            if missing:
-                raise SchemaMismatchError(f"{table} row {i}: lacks fields {missing}")
-        return pa.Table.from_pylist(data, schema=schema)
-    check_schema(table, data.schema, where=f"<in-memory {table}>")
-    return data.cast(schema)
-
-
-def check_schema(table: str, actual: pa.Schema, where: str) -> None:
-    """Raise a SchemaMismatchError naming the file and each differing field."""
-    expected = schema_for(table)
-    exp = {fld.name: fld.type for fld in expected}
-    act = {fld.name: fld.type for fld in actual}
-    problems = [f"missing field {n!r}" for n in exp if n not in act]
-    problems += [f"unexpected field {n!r}" for n in act if n not in exp]
-    problems += [
-        f"field {n!r} is {act[n]}, contract says {t}"
-        for n, t in exp.items()
-        if n in act and act[n] != t
-    ]
-    version = (actual.metadata or {}).get(b"schema_version", b"?").decode()
-    if version != "?" and version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        problems.append(f"schema_version {version} incompatible with {SCHEMA_VERSION}")
-    if problems:
-        raise SchemaMismatchError(
-            f"{where}: does not match the '{table}' contract v{SCHEMA_VERSION}: "
-            + "; ".join(problems)
-        )
-
-
-def read_shard(path: str | Path, table: str) -> pa.Table:
-    """Read one shard, refusing it if it does not match the table contract."""
-    path = Path(path)
-    check_schema(table, pq.read_schema(path), where=str(path))
-    return pq.read_table(path)
-
-
-def write_parquet_atomic(
-    path: Path, data: pa.Table, compression: str = "zstd", level: int | None = 3
-) -> tuple[str, int]:
-    """Write a Parquet file via temp name + fsync + rename; return (sha256, bytes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    kwargs: dict[str, Any] = {"compression": None if compression == "none" else compression}
-    if compression == "zstd" and level is not None:
-        kwargs["compression_level"] = level
-    pq.write_table(data, tmp, **kwargs)
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())
-    digest = sha256_file(tmp)
-    size = tmp.stat().st_size
-    os.replace(tmp, path)
-    fsync_path(path.parent)
-    return digest, size
 
 
 class Store:
@@ -338,9 +242,7 @@ class Store:
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a
         # crash mid-refresh leaves the previous catalog intact.
-        tmp = self.catalog_path.with_name(f".{self.catalog_path.name}.{os.getpid()}.tmp")
-        with self._catalog_lock():
-            tmp.unlink(missing_ok=True)
+        with self._catalog_lock(), atomic_path(self.catalog_path) as tmp:
             try:
                 with duckdb.connect(str(tmp)) as con:
                     for table in SHARDED_TABLES:
@@ -357,11 +259,7 @@ class Store:
                         self._create_view(con, table, paths, hive=False)
                     con.execute(views_sql())
                     con.execute("CHECKPOINT")
-                fsync_path(tmp)
-                os.replace(tmp, self.catalog_path)
-                fsync_path(self.catalog_path.parent)
             finally:
-                tmp.unlink(missing_ok=True)
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         return self.catalog_path
 
@@ -418,15 +316,9 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
 
 __all__ = [
     "SHARDED_TABLES",
-    "TABLES",
-    "SchemaMismatchError",
     "ShardFile",
     "Store",
     "StoreError",
-    "check_schema",
-    "conform",
     "connect_readonly",
-    "fsync_path",
-    "read_shard",
-    "write_parquet_atomic",
+    "views_sql",
 ]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import os
 from pathlib import Path
+
+from pipeline.core.io import ArtifactDir, atomic_dir
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +76,17 @@ def gguf_adds_bos(gguf: Path) -> bool:
 
 
 def dequantized_copy(gguf: Path, cache_dir: Path) -> Path:
-    target = cache_dir / gguf.stem
-    done = target / ".complete"
-    if done.exists():
-        return target
+    art = ArtifactDir(cache_dir / gguf.stem)
+    if art.complete:
+        return art.path
     cache_dir.mkdir(parents=True, exist_ok=True)
     with (cache_dir / f".{gguf.stem}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two processes must not convert at once
-        if done.exists():
-            return target
+        if art.complete:
+            return art.path
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        log.info("dequantizing %s into %s (one-off, about a minute)", gguf.name, target)
+        log.info("dequantizing %s into %s (one-off, about a minute)", gguf.name, art.path)
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         if gguf_adds_bos(gguf) and not tok.add_bos_token:
             # transformers < 5.23 drops the GGUF's BOS rule when converting the tokenizer;
@@ -97,13 +97,8 @@ def dequantized_copy(gguf: Path, cache_dir: Path) -> Path:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        if target.exists():
-            import shutil
-
-            shutil.rmtree(target)
-        tmp.rename(target)
-        done.write_text(gguf.name + "\n")
-    return target
+        with atomic_dir(art.path) as tmp:
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+        art.mark_complete(gguf.name + "\n")
+    return art.path

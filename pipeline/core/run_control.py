@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.catalog.store import utcnow
+from pipeline.core.io import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -16,35 +16,37 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from pipeline.agents.prompts import (
-    PROPOSER_STOP,
     FewShot,
     load_few_shot,
-    proposer_prompt,
     render_path,
 )
-from pipeline.agents.proposer import Proposal, copies_example, parse_proposal, proposer_guide
+from pipeline.agents.proposer import (
+    Proposal,
+    ProposerSettings,
+    ProposerTask,
+    copies_example,
+    propose,
+)
 from pipeline.agents.rewards import (
-    FormatScore,
     brevity,
     difficulty,
     format_score,
     proposer_reward,
     validity,
 )
-from pipeline.agents.rollout import Rollout, RolloutConfig, run_rollouts
-from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
+from pipeline.agents.solver import SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
-    VerifierResult,
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.catalog.store import ShardFile, Store, utcnow
-from pipeline.llm.base import Generator, SamplingParams
+from pipeline.catalog.store import ShardFile, Store
+from pipeline.core.io import utcnow
+from pipeline.generation.records import Provenance, Scored, curriculum_row, proposer_row
+from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.faiss_index import Retriever
 from pipeline.selector.run_plan import Plan, PlanItem
-from schemas.tables import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -102,36 +104,27 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     rids = [record_id(ctx.run_id, it.slot, it.passage_id) for it in items]
 
     graphs = [ctx.subgraphs.get(it.subgraph_id) if it.subgraph_id else None for it in items]
-    facts = [render_path(sg["target_path"]) if sg else None for sg in graphs]
-    prompts = [
-        ctx.render(proposer_prompt(t, x, ctx.shots, g.evidence_mode, f, it.hop_count, it.task_type))
-        for t, x, f, it in zip(titles, texts, facts, items, strict=True)
-    ]
-    params = SamplingParams(
-        n=1,
+    pro_settings = ProposerSettings(
+        evidence_mode=g.evidence_mode,
         temperature=g.proposer_temperature,
         top_p=g.proposer_top_p,
         max_tokens=g.proposer_max_tokens,
         seed=seed,
+        max_turns=g.max_turns,
+        topk=cfg.retrieval.topk,
+        max_doc_tokens=cfg.retrieval.max_tokens_per_response,
+        search=g.proposer_search,
+        force_final=g.force_final,
+        guided=g.guided_proposer,
     )
-    rcfg = RolloutConfig(
-        "<evidence>",
-        "</evidence>",
-        g.max_turns,
-        cfg.retrieval.topk,
-        cfg.retrieval.max_tokens_per_response,
-        g.proposer_search,
-        PROPOSER_STOP,
-        "<question>" if g.force_final else None,
-    )
-    budgets = [max(it.hop_count - 1, 0) if g.force_final else None for it in items]
-    guides = [proposer_guide(g.evidence_mode, x) for x in texts] if g.guided_proposer else None
-    groups = run_rollouts(gen, ctx.retriever, prompts, params, rcfg, budgets, guides)
-    pro = [grp[0] for grp in groups]
-    proposals = []
-    for roll, pid, text in zip(pro, pids, texts, strict=True):
-        snippets = roll.retrieved_passages()  # full texts of the hits, not the cut tool docs
-        proposals.append(parse_proposal(roll.transcript, pid, text, g.evidence_mode, snippets))
+    pro_tasks = [
+        ProposerTask(
+            pid, t, x, it.hop_count, it.task_type, render_path(sg["target_path"]) if sg else None
+        )
+        for pid, t, x, it, sg in zip(pids, titles, texts, items, graphs, strict=True)
+    ]
+    proposed = propose(gen, ctx.retriever, pro_tasks, ctx.shots, pro_settings, ctx.render)
+    proposals = [res.proposal for res in proposed]
     checks = [_check(p, ctx.shots) for p in proposals]
 
     # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
@@ -191,10 +184,20 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                 extra_samples = [row for res in tf for row in res.samples]
 
     now = utcnow()
+    provenance = Provenance(
+        run_id=ctx.run_id,
+        shard=shard,
+        created_at=now,
+        evidence_mode=g.evidence_mode,
+        model=ctx.generator.model_id,
+        embedder_model=ctx.embedder_model,
+        index_fingerprint=ctx.retriever.fingerprint,
+        config_hash=cfg.config_hash(),
+    )
     curriculum, pro_rows, rollouts, samples = [], [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
-        roll = pro[i]
+        roll = proposed[i].rollout
         # Σ for F_ans: the source document and every tool response the proposer received.
         context = texts[i] + "\n" + roll.transcript
         fmt = format_score(
@@ -224,11 +227,11 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             r.lambda_b,
         )
         scored = Scored(
-            items[i], graphs[i], rids[i], titles[i], prompts[i], p, ok, reason, fmt,
+            items[i], graphs[i], rids[i], titles[i], proposed[i].prompt, p, ok, reason, fmt,
             sol, ver, ev_tokens, b, r_dz, reward, roll,
         )  # fmt: skip
-        curriculum.append(_record(ctx, shard, scored, now))
-        pro_rows.append(_proposer_row(ctx, scored, params, now))
+        curriculum.append(curriculum_row(scored, provenance))
+        pro_rows.append(proposer_row(scored, pro_settings, ctx.run_id, now))
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
         if ver:
@@ -237,125 +240,12 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     return ShardOutput(curriculum, pro_rows, rollouts, samples)
 
 
-def _proposer_row(ctx: GenerationContext, s: Scored, params: SamplingParams, now) -> dict:
-    r = s.rollout
-    return {
-        "record_id": s.record_id,
-        "run_id": ctx.run_id,
-        "prompt": s.prompt,
-        "raw_output": r.transcript,
-        "think": r.think or None,
-        "searches": r.searches,
-        "retrieved_ids": r.retrieved_ids,
-        "turns": r.turns,
-        "planning_turns": r.planning_turns,
-        "tool_calls": r.valid_tool_calls,
-        "tool_responses": r.tool_responses,
-        "stop_reason": r.stop_reason,
-        "refused_searches": r.refused_searches,
-        "forced_final": r.forced_final,
-        "temperature": params.temperature,
-        "seed": params.seed,
-        "created_at": now,
-    }
-
-
 def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
     """The paper's validity filter, plus rejecting copies of our own few-shot examples."""
     ok, reason = validity(p.question, p.answer)
     if ok and copies_example(p.question, shots):
         return False, "copies_few_shot_example"
     return ok, reason
-
-
-@dataclass(frozen=True)
-class Scored:
-    """Everything known about one proposer output once it has been checked and scored."""
-
-    item: PlanItem
-    subgraph: dict | None
-    record_id: str
-    title: str
-    prompt: str
-    proposal: Proposal
-    valid: bool
-    invalid_reason: str | None
-    fmt: FormatScore
-    solver: SolverResult | None
-    verifier: VerifierResult | None
-    evidence_tokens: int | None
-    brevity: float | None
-    difficulty: float | None
-    reward: float
-    rollout: Rollout
-
-
-def _record(ctx: GenerationContext, shard: int, s: Scored, now) -> dict:
-    """One curriculum row (schemas.tables.CURRICULUM)."""
-    item, subgraph, p, sol, ver, fmt = s.item, s.subgraph, s.proposal, s.solver, s.verifier, s.fmt
-    cfg = ctx.cfg
-    return {
-        "record_id": s.record_id,
-        "run_id": ctx.run_id,
-        "shard": shard,
-        "slot": item.slot,
-        "created_at": now,
-        "source_passage_id": item.passage_id,
-        "source_title": s.title,
-        "cluster_id": item.cluster_id,
-        "task_type": item.task_type,
-        "hop_count": item.hop_count,
-        "subgraph_id": subgraph["subgraph_id"] if subgraph else None,
-        "question": p.question,
-        "answer": p.answer,
-        "evidence": p.evidence,
-        "evidence_mode": cfg.generation.evidence_mode,
-        "evidence_source": p.evidence_source,
-        "evidence_status": p.evidence_status,
-        "evidence_passage_id": p.evidence_passage_id,
-        "evidence_char_start": p.evidence_start,
-        "evidence_char_end": p.evidence_end,
-        "kg_path": subgraph["target_path"] if subgraph else None,
-        "waypoints": subgraph["waypoints"] if subgraph else None,
-        "is_valid": s.valid,
-        "invalid_reason": s.invalid_reason,
-        "is_verbatim": p.evidence_status == "verbatim",
-        "format_score": fmt.total,
-        "f_think": fmt.think,
-        "f_tool": fmt.tool,
-        "f_answer": fmt.answer,
-        "proposer_turns": s.rollout.turns,
-        "proposer_searches": len(s.rollout.searches),
-        "solver_n": sol.n if sol else None,
-        "solver_k": sol.k if sol else None,
-        "solver_reward_mean": _mean([x["solver_reward"] for x in sol.rollouts]) if sol else None,
-        "wcr_coverage_mean": (
-            _mean([x["wcr_coverage"] for x in sol.rollouts if x["wcr_coverage"] is not None])
-            if sol
-            else None
-        ),
-        "difficulty": s.difficulty,
-        "verifier_p_pos": ver.p_pos if ver else None,
-        "verifier_p_neg": ver.p_neg if ver else None,
-        "verifier_v": ver.v if ver else None,
-        "verifier_method": ver.method if ver else None,
-        "verifier_m": ver.m if ver else None,
-        "evidence_tokens": s.evidence_tokens,
-        "brevity": s.brevity,
-        "proposer_reward": s.reward,
-        "proposer_model": ctx.generator.model_id,
-        "solver_model": ctx.generator.model_id,
-        "embedder_model": ctx.embedder_model,
-        "index_fingerprint": ctx.retriever.fingerprint,
-        "config_hash": cfg.config_hash(),
-        "prompt": s.prompt,
-        "raw_proposer_output": p.raw,
-        "schema_version": SCHEMA_VERSION,
-    }
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 @dataclass

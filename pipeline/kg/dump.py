@@ -31,9 +31,9 @@ import orjson
 import pyarrow as pa
 from tqdm import tqdm
 
-from pipeline.catalog.store import atomic_write_bytes, utcnow, write_parquet_atomic
 from pipeline.core.compressed import CompressedInputError, open_checked
 from pipeline.core.errors import BadInputError
+from pipeline.core.io import ArtifactDir, atomic_write_bytes, utcnow, write_parquet_atomic
 from pipeline.kg.entity_parse import EntityError, parse_entity
 from schemas.tables import EDGES, ENTITIES, REJECTS
 
@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 # 2: repaired lines are listed in rejects; 3: duplicate entities and non-id edge objects rejected
 FORMAT_VERSION = "3"
 TABLE_DIRS = {"entities": ENTITIES, "edges": EDGES, "rejects": REJECTS}
-COMPLETE_MARKER = ".complete"
 REPORT_FILE = "ingest.json"
 _RAW_LIMIT = 2000
 
@@ -289,7 +288,7 @@ def part_files(kg_dir: str | Path, table: str) -> list[Path]:
 def read_report(kg_dir: str | Path) -> IngestReport | None:
     """The report of a finished ingest, or None if the directory holds none."""
     kg_dir = Path(kg_dir)
-    if not (kg_dir / COMPLETE_MARKER).exists():
+    if not ArtifactDir(kg_dir).complete:
         return None
     data = json.loads((kg_dir / REPORT_FILE).read_text())
     return IngestReport(**{**data, "reused": True})
@@ -362,7 +361,7 @@ def ingest_dump(
     data = asdict(report)
     data.pop("reused")
     atomic_write_bytes(out / REPORT_FILE, json.dumps(data, indent=2).encode() + b"\n")
-    atomic_write_bytes(out / COMPLETE_MARKER, b"")
+    ArtifactDir(out).mark_complete()
     log.info(
         "ingested %s: %d items, %d properties, %d edges, %d rejects in %.1fs (%.0f entities/s)",
         path,
@@ -512,7 +511,7 @@ def dump_fingerprint(path: str | Path, cache_dir: str | Path | None = None) -> s
             known = {}
     if ident in known:
         return known[ident]
-    from pipeline.catalog.store import sha256_file
+    from pipeline.core.io import sha256_file
 
     digest = sha256_file(path)
     if cache:

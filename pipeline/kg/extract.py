@@ -10,7 +10,6 @@ unchanged dump and configuration reuse it and any change builds a new one beside
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -20,9 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.catalog.store import (
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import (
+    ArtifactDir,
     atomic_write_bytes,
-    read_shard,
+    content_key,
     sha256_file,
     utcnow,
     write_parquet_atomic,
@@ -45,7 +46,7 @@ from pipeline.kg.subgraphs import (
     to_table,
 )
 from pipeline.llm.chat import make_renderer, rendering
-from pipeline.retrieval.corpus import CorpusError, load_corpus
+from pipeline.retrieval.corpus import CorpusFile, load_corpus, locate_corpus
 from schemas.tables import REJECTS
 
 log = logging.getLogger(__name__)
@@ -56,10 +57,6 @@ STATS_FILE = "stats.json"
 
 class KGNotReadyError(RuntimeError):
     """An artifact the command needs has not been built for this configuration."""
-
-
-def _key(ident: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _file_sha(path: Path | None) -> str | None:
@@ -81,7 +78,7 @@ def ingest_dir(cfg) -> tuple[Path, Path, str]:
         "enwiki_only": cfg.kg.enwiki_only,
         "chunk_lines": cfg.kg.chunk_lines,
     }
-    key = _key(ident)
+    key = content_key(ident)
     return dump, kg_root(cfg) / key, key
 
 
@@ -101,16 +98,13 @@ def ingest(cfg, workers: int | None = None) -> IngestReport:
     )
 
 
-def passages_path(cfg) -> tuple[Path, str]:
+def passages_path(cfg, corpus: CorpusFile) -> Path:
     """The corpus as a passages table (row order = index order), cached by corpus sha."""
-    corpus = cfg.resolve_path(cfg.corpus.path)
-    if not corpus.exists():
-        raise CorpusError(f"corpus not found: {corpus} (corpus.path)")
-    sha = sha256_file(corpus)
-    path = kg_root(cfg) / "passages" / f"{sha[:16]}.parquet"
+    path = kg_root(cfg) / "passages" / f"{corpus.sha256[:16]}.parquet"
     if not path.exists():
-        load_corpus(corpus, path, cfg.corpus.format, cfg.corpus.on_error, cfg.corpus.error_budget)
-    return path, sha
+        c = cfg.corpus
+        load_corpus(corpus.path, path, c.format, c.on_error, c.error_budget)
+    return path
 
 
 def relation_filter(cfg) -> RelationFilter:
@@ -121,8 +115,11 @@ def relation_filter(cfg) -> RelationFilter:
 
 @dataclass
 class ExtractResult:
+    """The KG stage's handle: the finished extraction and the ingest it was drawn from."""
+
     dir: Path
     key: str
+    ingest_dir: Path
     entities_path: Path
     subgraphs: int
     rejected: int
@@ -134,13 +131,27 @@ class ExtractResult:
     def subgraphs_path(self) -> Path:
         return self.dir / SUBGRAPHS_FILE
 
+    def catalog_files(self) -> dict[str, list[Path]]:
+        """Files for the DuckDB catalog: entities, edges, subgraphs, and the ingest's rejects
+        (`kg_rejects`, shown in the catalog's `rejects` view)."""
+        return {
+            "entities": [self.entities_path],
+            "edges": part_files(self.ingest_dir, "edges"),
+            "subgraphs": [self.subgraphs_path],
+            "kg_rejects": part_files(self.ingest_dir, "rejects"),
+        }
+
+    def read_subgraphs(self) -> pa.Table:
+        return read_shard(self.subgraphs_path, "subgraphs")
+
     @classmethod
-    def load(cls, out: Path, key: str, entities_path: Path) -> ExtractResult:
+    def load(cls, out: Path, key: str, ingest_dir: Path, entities_path: Path) -> ExtractResult:
         stats = json.loads((out / STATS_FILE).read_text())
         run = stats.get("run", {})
         return cls(
             out,
             key,
+            ingest_dir,
             entities_path,
             stats.get("subgraphs", 0),
             run.get("rejected", 0),
@@ -165,7 +176,7 @@ def _extract_dir(cfg, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
     }
     if cfg.llm.chat_template != "none":  # only then: keys of plain-prompt extractions stay
         ident["chat"] = [cfg.llm.chat_template, cfg.llm.system_prompt]
-    key = _key(ident)
+    key = content_key(ident)
     return kg_root(cfg) / ingest_key / f"subgraphs-{key}", key
 
 
@@ -178,17 +189,19 @@ def choose_seeds(graph: KnowledgeGraph, num_seeds: int, seed: int) -> list[str]:
     return pool
 
 
-def extract(cfg, generator=None) -> ExtractResult:
+def extract(cfg, corpus: CorpusFile | None = None, generator=None) -> ExtractResult:
     """Ingest if needed, link passages, run Algorithm 1 for the seeds, write the tables.
 
     The LLM is loaded only when there is work: a finished extraction is reused as is."""
+    corpus = corpus or locate_corpus(cfg)
     ingest(cfg)
     _, ing_dir, ing_key = ingest_dir(cfg)
-    passages, corpus_sha = passages_path(cfg)
-    out, key = _extract_dir(cfg, ing_key, corpus_sha)
-    linked = ing_dir / f"linked-{corpus_sha[:16]}" / "entities.parquet"
-    if (out / ".complete").exists():
-        return ExtractResult.load(out, key, linked)
+    out, key = _extract_dir(cfg, ing_key, corpus.sha256)
+    linked = ing_dir / f"linked-{corpus.sha256[:16]}" / "entities.parquet"
+    done = ArtifactDir(out)
+    if done.complete:
+        return ExtractResult.load(out, key, ing_dir, linked)
+    passages = passages_path(cfg, corpus)
     with KnowledgeGraph(ing_dir, passages, relation_filter(cfg), cfg.kg.enwiki_only) as graph:
         if not linked.exists():
             write_parquet_atomic(linked, graph.linked_entities(), cfg.store.compression)
@@ -235,7 +248,7 @@ def extract(cfg, generator=None) -> ExtractResult:
         "model": getattr(generator, "model_id", None),
     }
     atomic_write_bytes(out / STATS_FILE, json.dumps(stats, indent=2).encode() + b"\n")
-    atomic_write_bytes(out / ".complete", b"")
+    done.mark_complete()
     log.info(
         "%d subgraphs from %d seeds (%d rejected) in %.1fs, %d generate calls",
         len(ex.records),
@@ -244,40 +257,24 @@ def extract(cfg, generator=None) -> ExtractResult:
         ex.seconds,
         ex.generate_calls,
     )
-    result = ExtractResult.load(out, key, linked)
+    result = ExtractResult.load(out, key, ing_dir, linked)
     result.reused = False
     return result
 
 
-def find_extract(cfg) -> ExtractResult:
+def find_extract(cfg, corpus: CorpusFile | None = None) -> ExtractResult:
     """The finished extraction for this configuration, without building anything."""
     dump, ing_dir, ing_key = ingest_dir(cfg)
     if read_report(ing_dir) is None:
         raise KGNotReadyError(f"{dump} is not ingested yet; run `curriculum kg ingest`")
-    corpus_sha = sha256_file(cfg.resolve_path(cfg.corpus.path))
-    out, key = _extract_dir(cfg, ing_key, corpus_sha)
-    if not (out / ".complete").exists():
+    corpus = corpus or locate_corpus(cfg)
+    out, key = _extract_dir(cfg, ing_key, corpus.sha256)
+    if not ArtifactDir(out).complete:
         raise KGNotReadyError(
             f"no subgraphs for this configuration at {out}; run `curriculum kg extract`"
         )
-    return ExtractResult.load(out, key, ing_dir / f"linked-{corpus_sha[:16]}" / "entities.parquet")
-
-
-def read_subgraphs(result: ExtractResult) -> pa.Table:
-    return read_shard(result.subgraphs_path, "subgraphs")
-
-
-def artifacts(cfg) -> dict[str, list[Path]]:
-    """Files for the DuckDB catalog: entities, edges, subgraphs, and the ingest's rejects
-    (`kg_rejects`, shown in the catalog's `rejects` view)."""
-    res = find_extract(cfg)
-    _, ing_dir, _ = ingest_dir(cfg)
-    return {
-        "entities": [res.entities_path],
-        "edges": part_files(ing_dir, "edges"),
-        "subgraphs": [res.subgraphs_path],
-        "kg_rejects": part_files(ing_dir, "rejects"),
-    }
+    linked = ing_dir / f"linked-{corpus.sha256[:16]}" / "entities.parquet"
+    return ExtractResult.load(out, key, ing_dir, linked)
 
 
 __all__ = [
@@ -285,7 +282,6 @@ __all__ = [
     "ExtractResult",
     "IngestReport",
     "KGNotReadyError",
-    "artifacts",
     "choose_seeds",
     "extract",
     "find_extract",
@@ -293,6 +289,5 @@ __all__ = [
     "ingest",
     "ingest_dir",
     "passages_path",
-    "read_subgraphs",
     "relation_filter",
 ]

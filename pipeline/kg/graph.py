@@ -20,7 +20,7 @@ with warnings.catch_warnings():  # qwikidata's typedefs use a deprecated TypedDi
     warnings.simplefilter("ignore", DeprecationWarning)
     from qwikidata.datavalue import Time
 
-from pipeline.catalog.store import conform
+from pipeline.core.contracts import conform
 from pipeline.core.errors import BadInputError
 from pipeline.kg.dump import part_files
 from pipeline.kg.entity_parse import GREGORIAN

@@ -19,7 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.catalog.store import conform, utcnow
+from pipeline.core.contracts import conform
+from pipeline.core.io import utcnow
 from pipeline.kg.answer_types import answer_types
 from pipeline.kg.graph import Candidate, KnowledgeGraph
 from pipeline.llm.base import Generator, SamplingParams

@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pyarrow.parquet as pq
 
-from pipeline.catalog.store import sha256_file
 from pipeline.core.compressed import open_checked
 from pipeline.core.errors import BadInputError
+from pipeline.core.io import sha256_file
 
 QUESTION_FIELDS = ("question", "query", "input")
 ID_FIELDS = ("id", "_id", "qid", "question_id")

@@ -18,15 +18,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.catalog.store import (
-    Store,
-    StoreError,
-    connect_readonly,
-    utcnow,
-    write_parquet_atomic,
-)
+from pipeline.catalog.store import Store, StoreError, connect_readonly
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
+from pipeline.core.io import utcnow, write_parquet_atomic
 from pipeline.quality.benchmarks import Benchmark, BenchmarkError, load_benchmark
 from pipeline.quality.decontamination import METHODS, Match, decontaminate
 from pipeline.quality.near_duplicates import (
@@ -187,12 +182,14 @@ def refresh_catalog(cfg: PipelineConfig, store: Store) -> Path:
     """Rebuild the catalog the way landing does (passages, selector, KG files and the quality
     tables), so the views see the new tables at once."""
     from pipeline.retrieval.index_build import find_index
-    from pipeline.stages import land_stage
+    from pipeline.run_context import RunContext
+    from pipeline.stages import find_kg, land_stage
 
     run_id = store.latest_run_id()
     if run_id is None:
         raise BadInputError(f"no runs under {store.root}", "run `curriculum nightly` first")
-    return land_stage(cfg, find_index(cfg), run_id).catalog
+    ctx = RunContext.open(cfg, run_id, store)
+    return land_stage(ctx, find_index(cfg, ctx.corpus), find_kg(ctx)).catalog
 
 
 __all__ = [

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from pipeline.core.compressed import open_checked
 from pipeline.core.errors import BadInputError
+from pipeline.core.io import atomic_path, sha256_file
 from schemas.tables import PASSAGES
 
 Format = Literal["auto", "flashrag", "plain"]
@@ -59,6 +60,25 @@ class CorpusReject:
     record_key: str | None
     reason: str
     raw: str
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """The configured corpus file and its content hash, taken once per run: every artifact
+    derived from the corpus (the index, the KG's passage links) is keyed by this hash, and
+    hashing a 14 GB file is not free."""
+
+    path: Path
+    sha256: str
+
+
+def locate_corpus(cfg) -> CorpusFile:
+    path = cfg.resolve_path(cfg.corpus.path)
+    if not path.exists():
+        raise CorpusError(f"corpus not found: {path} (corpus.path)")
+    if not path.is_file():
+        raise CorpusError(f"{path}: is a directory; corpus.path must name a file")
+    return CorpusFile(path, sha256_file(path))
 
 
 def split_contents(contents: str) -> tuple[str, str]:
@@ -253,26 +273,13 @@ def load_corpus(
     share of bad lines exceeds `error_budget` in `reject` mode; a truncated or corrupt file
     raises too. On any error no output and no temporary file is left behind.
     """
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp")
-    dedup = out_path.with_name(f".{out_path.name}.dedup.tmp")
-    try:
-        stats, rejects = _load(
-            Path(path), tmp, dedup, fmt, on_error, error_budget, batch_rows, min_lines_for_budget
-        )
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        dedup.unlink(missing_ok=True)
-        raise
-    tmp.replace(out_path)
-    return stats, rejects
+    with atomic_path(Path(out_path)) as tmp:
+        return _load(Path(path), tmp, fmt, on_error, error_budget, batch_rows, min_lines_for_budget)
 
 
 def _load(
     path: Path,
     tmp: Path,
-    dedup: Path,
     fmt: Format,
     on_error: str,
     error_budget: float,
@@ -328,8 +335,8 @@ def _load(
         stats.duplicates = len(dup_lines)
         stats.rejected += len(dup_lines)
         stats.passages -= len(dup_lines)
-        _drop_rows(tmp, dedup, dup_lines)
-        dedup.replace(tmp)
+        with atomic_path(tmp) as dedup:
+            _drop_rows(tmp, dedup, dup_lines)
     total = stats.passages + stats.rejected
     if total and stats.rejected / total > error_budget:
         _over_budget(path, stats, rejects, error_budget)

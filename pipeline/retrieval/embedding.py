@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from pipeline.catalog.store import read_shard, sha256_file, write_parquet_atomic
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import atomic_path, sha256_file, write_parquet_atomic
 from pipeline.core.model_refs import resolve_embedder
 from schemas.tables import EMBEDDINGS_MANIFEST
 
@@ -173,11 +173,8 @@ def embed_corpus(
             bar.update(len(parts[-1]))
         vecs = np.concatenate(parts)
         name = f"emb-{shard:05d}.npy"
-        tmp = out_dir / f".{name}.tmp-{os.getpid()}.npy"
-        np.save(tmp, vecs)
-        with tmp.open("rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, out_dir / name)
+        with atomic_path(out_dir / name) as tmp:
+            np.save(tmp, vecs)
         done[shard] = {
             "shard": shard,
             "path": name,

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.io import atomic_path, atomic_write_text
 from pipeline.retrieval.embedding import Embedder, load_shards
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,10 @@ def build_faiss_index(
     for s in shards:
         for i in range(0, s.shape[0], 65_536):
             index.add(np.ascontiguousarray(s[i : i + 65_536], dtype=np.float32))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f".{INDEX_FILE}.tmp-{os.getpid()}"
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, out_dir / INDEX_FILE)
+    with atomic_path(out_dir / INDEX_FILE) as tmp:
+        faiss.write_index(index, str(tmp))
     meta = {**meta, "factory": factory, "dim": dim, "count": int(index.ntotal), "metric": "ip"}
-    (out_dir / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out_dir / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return out_dir / INDEX_FILE
 
 

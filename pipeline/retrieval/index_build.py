@@ -8,7 +8,6 @@ change builds a new one next to it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -16,8 +15,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.catalog.store import read_shard, sha256_file, utcnow, write_parquet_atomic
-from pipeline.retrieval.corpus import CorpusError, CorpusReject, load_corpus
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import ArtifactDir, content_key, utcnow, write_parquet_atomic
+from pipeline.retrieval.corpus import CorpusFile, CorpusReject, load_corpus, locate_corpus
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.faiss_index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
 from schemas.tables import REJECTS
@@ -29,12 +29,16 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class IndexArtifacts:
+    """The index stage's handle: what later stages read (the index folder, its passages table,
+    its fingerprint) and the corpus it was built from, hashed once."""
+
     dir: Path
     passages_path: Path
     fingerprint: str
     passages: int
     reused: bool
     embedded_shards: int
+    corpus: CorpusFile
     rejected: int = 0  # corpus lines rejected (bad lines, duplicate ids)
     repaired: dict[str, int] = field(default_factory=dict)  # lines kept after a fix-up, by kind
 
@@ -76,52 +80,58 @@ def index_key(cfg, corpus_sha: str) -> str:
         "ivf_threshold": i.ivf_threshold,
         "train_per_list": i.train_per_list,
     }
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    return content_key(ident)
 
 
 class IndexNotBuiltError(RuntimeError):
     pass
 
 
-def _locate(cfg) -> tuple[Path, Path, str, str]:
-    corpus_path = cfg.resolve_path(cfg.corpus.path)
-    if not corpus_path.exists():
-        raise CorpusError(f"corpus not found: {corpus_path} (corpus.path)")
-    if not corpus_path.is_file():
-        raise CorpusError(f"{corpus_path}: is a directory; corpus.path must name a file")
-    corpus_sha = sha256_file(corpus_path)
-    key = index_key(cfg, corpus_sha)
-    return corpus_path, cfg.resolve_path(cfg.store.out_dir) / "index" / key, key, corpus_sha
+def index_dir(cfg, corpus: CorpusFile) -> ArtifactDir:
+    """Where the index of this corpus and these settings lives (finished or not)."""
+    return ArtifactDir(
+        cfg.resolve_path(cfg.store.out_dir) / "index" / index_key(cfg, corpus.sha256)
+    )
 
 
-def find_index(cfg) -> IndexArtifacts:
+def find_index(cfg, corpus: CorpusFile | None = None) -> IndexArtifacts:
     """The finished index for the configured corpus and settings, without building anything."""
-    _, out, key, _ = _locate(cfg)
-    if not (out / ".complete").exists():
+    corpus = corpus or locate_corpus(cfg)
+    art = index_dir(cfg, corpus)
+    out = art.path
+    if not art.complete:
         raise IndexNotBuiltError(
             f"no finished index for this corpus and configuration at {out}; "
             "run `curriculum index build` first"
         )
     meta = json.loads((out / META_FILE).read_text())
     return IndexArtifacts(
-        out,
-        out / PASSAGES_FILE,
-        key,
-        meta["count"],
-        True,
-        0,
-        meta.get("rejected_lines", 0),
-        meta.get("repaired_lines", {}),
+        dir=out,
+        passages_path=out / PASSAGES_FILE,
+        fingerprint=art.key,
+        passages=meta["count"],
+        reused=True,
+        embedded_shards=0,
+        corpus=corpus,
+        rejected=meta.get("rejected_lines", 0),
+        repaired=meta.get("repaired_lines", {}),
     )
 
 
-def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -> IndexArtifacts:
+def ensure_index(
+    cfg,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+    corpus: CorpusFile | None = None,
+) -> IndexArtifacts:
     """Build the index for the configured corpus, or reuse the finished one."""
-    corpus_path, out, key, corpus_sha = _locate(cfg)
-    passages_path = out / PASSAGES_FILE
-    if (out / ".complete").exists():
+    corpus = corpus or locate_corpus(cfg)
+    art = index_dir(cfg, corpus)
+    out, key, corpus_path, corpus_sha = art.path, art.key, corpus.path, corpus.sha256
+    if art.complete:
         log.info("index %s unchanged; reusing %s", key, out)
-        return find_index(cfg)
+        return find_index(cfg, corpus)
+    passages_path = out / PASSAGES_FILE
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -168,14 +178,15 @@ def ensure_index(cfg, embedder: Embedder | None = None, progress: bool = True) -
         cfg.seed,
         cfg.index.ivf_threshold,
     )
-    (out / ".complete").write_text(INDEX_FILE + "\n")
+    art.mark_complete(INDEX_FILE + "\n")
     return IndexArtifacts(
-        out,
-        passages_path,
-        key,
-        stats.passages,
-        False,
-        emb.embedded_shards,
-        stats.rejected,
-        stats.repaired,
+        dir=out,
+        passages_path=passages_path,
+        fingerprint=key,
+        passages=stats.passages,
+        reused=False,
+        embedded_shards=emb.embedded_shards,
+        corpus=corpus,
+        rejected=stats.rejected,
+        repaired=stats.repaired,
     )

@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.catalog.store import read_shard
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import atomic_path, atomic_write_text
 from schemas.tables import CLUSTERS
 
 log = logging.getLogger(__name__)
@@ -227,14 +228,6 @@ def _assign(
     return labels.astype(np.int32), dist.astype(np.float32)
 
 
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def cluster_embeddings(
     shard_paths: Sequence[str | Path],
     passage_ids: pa.Array | pa.ChunkedArray | Sequence[str] | None,
@@ -358,9 +351,11 @@ def _cluster_corpus(
     assignments = np.empty(n, dtype=np.int32)
     distances = np.empty(n, dtype=np.float32)
     c_sq = np.einsum("ij,ij->i", centroids, centroids)
-    tmp = target / f".{CLUSTERS_FILE}.tmp-{os.getpid()}"
     inertia = 0.0
-    with pq.ParquetWriter(tmp, CLUSTERS, compression="zstd", compression_level=3) as writer:
+    with (
+        atomic_path(target / CLUSTERS_FILE) as tmp,
+        pq.ParquetWriter(tmp, CLUSTERS, compression="zstd", compression_level=3) as writer,
+    ):
         for si, a, b in blocks:
             g0 = shards[si].row_start + a
             labels, dist = _assign(read_block(shards[si], a, b), centroids, c_sq)
@@ -380,12 +375,8 @@ def _cluster_corpus(
                     schema=CLUSTERS,
                 )
             )
-    _fsync_path(tmp)
-    os.replace(tmp, target / CLUSTERS_FILE)
-    tmp_c = target / f".centroids.tmp-{os.getpid()}.npy"
-    np.save(tmp_c, centroids)
-    _fsync_path(tmp_c)
-    os.replace(tmp_c, target / CENTROIDS_FILE)
+    with atomic_path(target / CENTROIDS_FILE) as tmp_c:
+        np.save(tmp_c, centroids)
     meta = {
         **params,
         "key": key,
@@ -395,11 +386,7 @@ def _cluster_corpus(
         "passes": passes,
         "created_at": dt.datetime.now(dt.UTC).isoformat(),
     }
-    tmp_m = target / f".{META_FILE}.tmp-{os.getpid()}"
-    tmp_m.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    _fsync_path(tmp_m)
-    os.replace(tmp_m, target / META_FILE)
-    _fsync_path(target)
+    atomic_write_text(target / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     log.info(
         "clustered %d passages into %d clusters (inertia %.4g) -> %s", n, k_eff, inertia, target
     )

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.catalog.store import Store, read_shard, write_parquet_atomic
+from pipeline.catalog.store import Store
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import write_parquet_atomic
 from pipeline.selector import (
     ClusterResult,
     Feedback,

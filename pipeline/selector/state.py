@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.catalog.store import read_shard, write_parquet_atomic
+from pipeline.core.contracts import read_shard
+from pipeline.core.io import atomic_dir, utcnow, write_parquet_atomic
 from pipeline.selector.bandit import UCB1Bandit
 from schemas.tables import SCHEMA_VERSION, SELECTOR_STATE, SELECTOR_USAGE
 
@@ -118,15 +117,7 @@ def _usage_table(snap: SelectorSnapshot) -> pa.Table:
 def write_snapshot(state_dir: str | Path, snap: SelectorSnapshot) -> Path:
     """Write the iteration's directory atomically (replacing an earlier save of it)."""
     target = iteration_dir(state_dir, snap.iteration)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    now = dt.datetime.now(dt.UTC)
-    write_parquet_atomic(tmp / STATE_FILE, _state_table(snap, now))
-    write_parquet_atomic(tmp / USAGE_FILE, _usage_table(snap))
-    np.save(tmp / CENTROIDS_FILE, np.asarray(snap.centroids, dtype=np.float32))
+    now = utcnow()
     meta = {
         "iteration": snap.iteration,
         "k": snap.k,
@@ -138,21 +129,11 @@ def write_snapshot(state_dir: str | Path, snap: SelectorSnapshot) -> Path:
         "saved_at": now.isoformat(),
         **snap.info,
     }
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", "utf-8")
-    for p in (tmp / CENTROIDS_FILE, tmp / META_FILE):
-        with p.open("rb") as fh:
-            os.fsync(fh.fileno())
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        os.replace(target, old)
-    os.replace(tmp, target)
-    if old.exists():
-        shutil.rmtree(old)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with atomic_dir(target) as tmp:
+        write_parquet_atomic(tmp / STATE_FILE, _state_table(snap, now))
+        write_parquet_atomic(tmp / USAGE_FILE, _usage_table(snap))
+        np.save(tmp / CENTROIDS_FILE, np.asarray(snap.centroids, dtype=np.float32))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", "utf-8")
     return target
 
 

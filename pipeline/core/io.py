@@ -1,0 +1,196 @@
+"""The one way this project puts files on disk, so a crash at any instant leaves either the
+previous artifact or the new one, never half of either.
+
+- `atomic_path` / `atomic_dir`: write under a temporary name beside the target, fsync, rename
+  over the target, fsync the parent directory. Every file or directory an artifact consists of
+  is written through them (Parquet, .npy, FAISS, DuckDB catalog, JSON, exports, model copies).
+- `ArtifactDir`: a content-addressed folder (named by `content_key` of what determines its
+  content) that counts as finished only once its completion marker exists; the marker is
+  written last, atomically, so a reader never takes a half-built folder for a finished one.
+- `sha256_file`: the checksum recorded in manifests and verified before reuse.
+
+Temporary names start with "." and carry the pid and a random suffix, so two processes never
+share one, and they keep the target's extension (numpy and DuckDB append or expect theirs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+COMPLETE_MARKER = ".complete"
+
+
+def utcnow() -> dt.datetime:
+    """Timestamps written into artifacts: timezone-aware UTC."""
+    return dt.datetime.now(dt.UTC)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def content_key(ident: Mapping[str, Any]) -> str:
+    """The name of an artifact folder: 16 hex digits of sha256 over the canonical JSON of
+    everything that determines its content (same inputs, same folder; any change, a new one)."""
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a directory's entries: renames in it become durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and directory under root, children before parents."""
+    for dirpath, _, names in os.walk(root, topdown=False):
+        for name in names:
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
+
+
+def _temp_name(target: Path, kind: str = "tmp", suffix: str = "") -> Path:
+    return target.with_name(f".{target.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary file path beside `target`; when the block ends without an error the
+    file is fsynced and renamed over `target`. On an error (or a kill) `target` is untouched
+    and the temporary file is removed (a kill leaves only a dot-named leftover)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(target, suffix=target.suffix)
+    try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, target)
+        fsync_path(target.parent)
+    finally:
+        _remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_dir(target: Path, check: Callable[[], None] | None = None) -> Iterator[Path]:
+    """Yield an empty temporary directory beside `target`; when the block ends without an error
+    its tree is fsynced and it takes `target`'s place (an existing `target` is moved aside,
+    then removed; put back if the rename fails). `check` runs right before the swap, so a
+    caller can refuse to replace what appeared meanwhile."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(target)
+    tmp.mkdir()
+    old: Path | None = None
+    try:
+        yield tmp
+        fsync_tree(tmp)
+        if check is not None:
+            check()
+        if target.exists():
+            old = _temp_name(target, "old")
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if old is not None:
+                os.replace(old, target)
+                old = None
+            raise
+        fsync_path(target.parent)
+    finally:
+        _remove(tmp)
+        if old is not None:
+            _remove(old)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_parquet_atomic(
+    path: Path, data: pa.Table, compression: str = "zstd", level: int | None = 3
+) -> tuple[str, int]:
+    """Write a Parquet file atomically; return (sha256, bytes) for the manifest."""
+    kwargs: dict[str, Any] = {"compression": None if compression == "none" else compression}
+    if compression == "zstd" and level is not None:
+        kwargs["compression_level"] = level
+    with atomic_path(path) as tmp:
+        pq.write_table(data, tmp, **kwargs)
+        digest = sha256_file(tmp)
+        size = tmp.stat().st_size
+    return digest, size
+
+
+@dataclass(frozen=True)
+class ArtifactDir:
+    """A content-addressed artifact folder: finished once its completion marker exists."""
+
+    path: Path
+
+    @classmethod
+    def under(cls, parent: Path, ident: Mapping[str, Any], prefix: str = "") -> ArtifactDir:
+        return cls(Path(parent) / f"{prefix}{content_key(ident)}")
+
+    @property
+    def key(self) -> str:
+        return self.path.name
+
+    @property
+    def marker(self) -> Path:
+        return self.path / COMPLETE_MARKER
+
+    @property
+    def complete(self) -> bool:
+        return self.marker.exists()
+
+    def mark_complete(self, note: str = "") -> None:
+        """Written last: everything the folder holds must already be durable."""
+        atomic_write_text(self.marker, note)
+
+
+__all__ = [
+    "COMPLETE_MARKER",
+    "ArtifactDir",
+    "atomic_dir",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "content_key",
+    "fsync_path",
+    "fsync_tree",
+    "sha256_file",
+    "utcnow",
+    "write_parquet_atomic",
+]

@@ -1,0 +1,37 @@
+"""One nightly run's shared state, built once when the run starts and handed to every stage.
+
+Stages used to rebuild it from the config — a `Store` per stage, the corpus re-hashed by each
+stage that keys an artifact on it. Now the flow builds one `RunContext` (the typed config, the
+run's one `Store`, its id, the corpus file hashed once) and each stage has one shape,
+`stage(ctx, upstream handles) -> handle`, where a handle (IndexArtifacts, ExtractResult,
+GenerationReport, RunSummary) carries what later stages need, so nothing is re-derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.catalog.store import Store
+from pipeline.core.config import PipelineConfig
+from pipeline.retrieval.corpus import CorpusFile, locate_corpus
+
+
+@dataclass(frozen=True)
+class RunContext:
+    cfg: PipelineConfig
+    store: Store
+    run_id: str
+    corpus: CorpusFile
+
+    @classmethod
+    def open(cls, cfg: PipelineConfig, run_id: str, store: Store | None = None) -> RunContext:
+        """The context of run `run_id`; hashes the corpus (once for the whole run)."""
+        return cls(cfg, store or Store.from_config(cfg), run_id, locate_corpus(cfg))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.run_dir(self.run_id)
+
+
+__all__ = ["RunContext"]
