@@ -448,7 +448,9 @@ def test_cli_bad_filter_and_missing_catalog(landed_run, tmp_path):
     res = CliRunner().invoke(_cli(), ["export", str(out), *sets, "--where", "1=1; DROP TABLE t"])
     assert res.exit_code == 2
     first = res.stderr.splitlines()[0]
-    assert first.startswith("error: filter '1=1; DROP TABLE t' over curriculum: Parser Error")
+    assert first.startswith(
+        "error: filter '1=1; DROP TABLE t' over curriculum_quality: Parser Error"
+    )
     assert not out.exists()
     res = CliRunner().invoke(
         _cli(), ["export", str(out), "--set", f"store.catalog={tmp_path / 'none.duckdb'}"]

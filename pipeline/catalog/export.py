@@ -193,8 +193,9 @@ def select_records(
         views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         gated = "curriculum_quality" in views  # absent from a catalog older than the gates
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
+        source = "curriculum_quality" if gated else "curriculum"
         try:
-            rel = filter_relation(con, where, "curriculum_quality" if gated else "curriculum")
+            rel = filter_relation(con, where, source)
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
@@ -202,7 +203,7 @@ def select_records(
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
             raise ExportError(
-                f"filter {where!r} over curriculum: {first_line(exc)}", _FILTER_HINT
+                f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
             ) from exc
         picked = sorted({r["run_id"] for r in rows})
         runs = []
@@ -224,7 +225,8 @@ def select_records(
 
 
 _FILTER_HINT = (
-    "--where takes one SQL boolean expression over the curriculum view's columns, "
+    "--where takes one SQL boolean expression over the columns of the curriculum view (and "
+    "the quality gates' contaminated, duplicate_cluster_id, ...), "
     'e.g. --where "is_valid AND is_verbatim AND hop_count >= 2"'
 )
 
