@@ -264,17 +264,18 @@ class QualityConfig(_Section):
     # FlashRAG / Search-R1 JSONL ({"id","question","golden_answers"}) or JSONL / Parquet with
     # a question field; .gz / .bz2 / .zst ok.
     benchmarks: list[str] = []
-    # Word n-grams over Norm(question). 5 because benchmark questions are short (NQ: ~9 words,
-    # 7 after Norm): datatrove's 13-grams never fire on them, while a 5-gram shared with a
-    # benchmark question is rarely a stock phrase. A question shorter than n is one n-gram.
+    # Word n-grams over Norm(question). 5 because benchmark questions are short (the NQ sample:
+    # 9 words, 8 after Norm): datatrove's 13-grams never fire on them, while a 5-gram shared
+    # with a benchmark question is rarely a stock phrase (3-grams are: "who was first"). A
+    # question shorter than n is one n-gram.
     ngram_n: int = Field(5, ge=1)
     # Share of the shorter question's n-grams found in the other one. 0.8, so questions of
     # typical length (<= 4 5-grams) that differ only in one end word ("... walk on the Moon" /
     # "... on Mars": 3 of 4 shared) are not a match, while a benchmark question copied into a
     # longer one scores 1; benchmarks/bench_quality.py compares 0.5 and 0.8.
     ngram_threshold: float = Field(0.8, gt=0.0, le=1.0)
-    # Cosine of the run's embedder (query side). MiniLM gave paraphrases of NQ questions
-    # 0.885-0.964 and unrelated NQ questions at most 0.29.
+    # Cosine of the run's embedder (query side). MiniLM gave five hand-written paraphrases of
+    # NQ questions 0.885-0.964 and unrelated NQ questions at most 0.29; recalibrate for E5.
     embedding_threshold: float = Field(0.88, gt=0.0, le=1.0)
     embedding: bool = True  # off: lexical methods only (no model load)
     # Near-duplicates: MinHash LSH (datasketch) over the word set of Norm(question), so word
