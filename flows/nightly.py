@@ -1,4 +1,5 @@
-"""The nightly Prefect flow: index -> kg -> generate (selector plan) -> feedback -> land.
+"""The nightly Prefect flow: index -> kg -> generate (selector plan) -> feedback -> land
+(-> quality, with quality.nightly) -> report.
 
 Thin wiring over pipeline.stages; one nightly run is one self-evolution iteration.
 """
@@ -27,6 +28,7 @@ from pipeline.stages import (
     index_stage,
     kg_stage,
     land_stage,
+    quality_stage,
 )
 
 
@@ -92,6 +94,13 @@ def land_task(
     return land_stage(ctx, index, subgraphs)
 
 
+@task(name="quality", cache_policy=NO_CACHE)
+def quality_task(
+    ctx: RunContext, index: IndexArtifacts, subgraphs: ExtractResult | None
+) -> RunSummary | None:
+    return quality_stage(ctx, index, subgraphs)
+
+
 @flow(name="nightly", log_prints=True)
 def nightly(
     profile: str = "configs/embedded.yaml",
@@ -116,6 +125,16 @@ def nightly(
         generate_task(ctx, index, subgraphs, stop)
         feedback_task(ctx, index)
         summary = land_task(ctx, index, subgraphs)
+        # The gates read the landed catalog; failing, they are logged, not a failed run.
+        checked = quality_task(ctx, index, subgraphs, return_state=True)
+        if checked.is_completed():
+            summary = checked.result() or summary
+        else:
+            log.warning(
+                "quality checks failed (%s); run them with `curriculum quality decontaminate` "
+                "and `curriculum quality near-duplicates`",
+                checked.message,
+            )
         # The shards and catalog have landed; a failing report is logged, not a failed run.
         state = report_task(ctx, return_state=True)
         if state.is_completed():

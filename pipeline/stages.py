@@ -176,3 +176,22 @@ def land_stage(
         shards_completed=run.get("shards_completed") or 0,
         shards_planned=run.get("shards_planned") or 0,
     )
+
+
+def quality_stage(
+    ctx: RunContext, index: IndexArtifacts, subgraphs: kg.ExtractResult | None
+) -> RunSummary | None:
+    """With `quality.nightly`: check the whole catalog against `quality.benchmarks`, recluster
+    near-duplicate questions, and refresh the catalog so the report and exports see them (the
+    checks of `curriculum quality ...`). None when the step is off."""
+    cfg = ctx.cfg
+    if not cfg.quality.nightly:
+        return None
+    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog, embedder_encode
+
+    encode, model = embedder_encode(cfg) if cfg.quality.embedding else (None, None)
+    if cfg.quality.benchmarks:
+        paths = [cfg.resolve_path(p) for p in cfg.quality.benchmarks]
+        decontaminate_catalog(cfg, ctx.store, paths, encode, model)
+    cluster_catalog(cfg, ctx.store, encode)
+    return land_stage(ctx, index, subgraphs)

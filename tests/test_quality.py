@@ -430,3 +430,37 @@ def test_quality_commands_on_the_landed_run(landed_run, tmp_path, realdata):
 
     missing = run_cli("quality", "decontaminate", "--benchmark", str(tmp_path / "no.jsonl"), *sets)
     assert missing.returncode == 2 and "no such benchmark file" in missing.stderr
+
+
+@pytest.mark.slow
+def test_nightly_quality_step_checks_the_landed_catalog(landed_run, tmp_path, realdata):
+    """quality.nightly: the step the nightly flow runs after landing, on a copy of the run."""
+    from pipeline.retrieval.index_build import find_index
+    from pipeline.run_context import RunContext
+    from pipeline.stages import find_kg, quality_stage
+
+    out = tmp_path / "out"
+    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
+    settings = [s for s in landed_run.settings if not s.startswith("store.")]
+    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    nq = realdata / "nq_test_16.jsonl"
+    off = load_config(None, settings)
+    ctx = RunContext.open(off, landed_run.run_id, Store.from_config(off))
+    index, kg = find_index(off, ctx.corpus), find_kg(ctx)
+    assert quality_stage(ctx, index, kg) is None  # off by default: nothing written
+    assert not (out / "quality").exists()
+
+    on = load_config(None, [*settings, "quality.nightly=true", f"quality.benchmarks=[{nq}]"])
+    assert on.config_hash() == off.config_hash()  # the checks never change a run's identity
+    ctx = RunContext.open(on, landed_run.run_id, Store.from_config(on))
+    summary = quality_stage(ctx, index, kg)
+    assert summary is not None and summary.run_id == landed_run.run_id
+    with duckdb.connect(str(summary.catalog), read_only=True) as con:
+        check = con.execute("SELECT benchmark, items, run_ids FROM benchmark_checks").fetchall()
+        assert check == [("nq_test_16", NQ_ITEMS, [landed_run.run_id])]
+        clustered = con.execute("SELECT count(*) FROM question_clusters").fetchone()[0]
+        asked = con.execute("SELECT count(*) FROM curriculum WHERE trim(question) <> ''")
+        assert clustered == asked.fetchone()[0] > 0
+        f = con.execute("SELECT v_positive, not_contaminated FROM funnel").fetchone()
+        flagged = con.execute("SELECT count(*) FROM contamination").fetchone()[0]
+    assert f[1] <= f[0] and f[0] - f[1] <= flagged

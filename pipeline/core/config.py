@@ -260,6 +260,9 @@ class QualityConfig(_Section):
     questions. They read records and never change them, so the section is left out of the
     config hash; thresholds were set on the embedded embedder (all-MiniLM-L6-v2)."""
 
+    # Run the checks as a step of the nightly run, after landing (the benchmarks below and the
+    # near-duplicate clusters, over the whole catalog); off: only `curriculum quality ...`.
+    nightly: bool = False
     # Benchmark files checked when `curriculum quality decontaminate` gets no --benchmark:
     # FlashRAG / Search-R1 JSONL ({"id","question","golden_answers"}) or JSONL / Parquet with
     # a question field; .gz / .bz2 / .zst ok.
