@@ -80,11 +80,12 @@ def server_message(res: httpx.Response) -> str:
         err = body.get("error")
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])
-        for key in ("message", "detail"):
-            if body.get(key):
-                return str(body[key])
-        if isinstance(err, str) and err:
+        if body.get("message"):
+            return str(body["message"])
+        if isinstance(err, str) and err:  # ours and TGI's; FastAPI's `detail` is structured
             return err
+        if body.get("detail"):
+            return str(body["detail"])
     return str(body)[:500]
 
 
@@ -147,9 +148,8 @@ class RetryingClient:
                 try:
                     return res.json()
                 except ValueError as exc:
-                    raise self._server_error(
-                        url, res.status_code, f"response is not JSON: {res.text[:200]!r}"
-                    ) from exc
+                    msg = f"response is not JSON: {res.text[:200]!r}"
+                    raise self._server_error(url, res.status_code, msg, method=method) from exc
             err = self._server_error(
                 url, res.status_code, server_message(res), attempt + 1, method=method
             )
