@@ -22,8 +22,8 @@ from pipeline.kg import extract as kg
 from pipeline.llm import make_generator
 from pipeline.llm.cache import default_cache_path
 from pipeline.llm.chat import make_renderer
+from pipeline.retrieval import make_retriever
 from pipeline.retrieval.embedding import Embedder
-from pipeline.retrieval.faiss_index import Retriever
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
@@ -69,7 +69,7 @@ def generate_stage(
             cfg=cfg,
             store=store,
             generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
-            retriever=Retriever(index.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads),
+            retriever=make_retriever(cfg, index.dir, embedder),
             run_id=run_id,
             run_date=record["run_date"],
             embedder_model=embedder.model_ref,

@@ -16,7 +16,7 @@ from pipeline.agents.rewards import token_f1
 from pipeline.agents.rollout import Rollout, RolloutConfig, TurnGuide, run_rollouts
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
-from pipeline.retrieval.faiss_index import Retriever
+from pipeline.retrieval.base import RetrieverBackend
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
 _SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
@@ -142,7 +142,7 @@ class ProposerResult:
 
 def propose(
     gen: Generator,
-    retriever: Retriever,
+    retriever: RetrieverBackend,
     tasks: Sequence[ProposerTask],
     shots: Sequence[FewShot],
     settings: ProposerSettings,

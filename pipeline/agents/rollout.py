@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
-from pipeline.retrieval.faiss_index import Hit, Retriever, format_docs
+from pipeline.retrieval.base import RetrieverBackend
+from pipeline.retrieval.faiss_index import Hit, format_docs
 
 SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
@@ -190,7 +191,7 @@ def _if_guided(regexes: list[str | None]) -> list[str | None] | None:
 
 def run_rollouts(
     gen: Generator,
-    retriever: Retriever | None,
+    retriever: RetrieverBackend | None,
     prompts: Sequence[str],
     params: SamplingParams,
     cfg: RolloutConfig,

@@ -29,7 +29,7 @@ from pipeline.agents.rewards import (
 from pipeline.agents.rollout import RolloutConfig, run_rollouts
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
-from pipeline.retrieval.faiss_index import Retriever
+from pipeline.retrieval.base import RetrieverBackend
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class SolverSettings:
 
 def solve(
     gen: Generator,
-    retriever: Retriever,
+    retriever: RetrieverBackend,
     tasks: Sequence[SolverTask],
     shots: Sequence[FewShot],
     s: SolverSettings,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
@@ -27,7 +27,9 @@ UNHASHED: dict = {
     "quality": True,
     "llm": {"serve": True},
     "retrieval": {
-        "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes"
+        "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes",
+        # Where searches run: both backends give the same hits, so a run resumes on either.
+        "backend", "url", "concurrency", "timeout_s", "retries", "retry_backoff_s",
     },
 }  # fmt: skip
 
@@ -82,6 +84,25 @@ class RetrievalConfig(_Section):
     max_query_chars: int = Field(2048, ge=1)
     # Larger request bodies get a 413 before they are held in memory.
     max_body_bytes: int = Field(4 * 2**20, ge=1024)
+    # Where generation searches: `local` loads the FAISS index in-process; `http` queries one
+    # shared `curriculum index serve` at `url` (one per node at 21M passages), each rollout
+    # turn's searches in one request, at most `concurrency` requests in flight, each retried
+    # `retries` times (backoff from `retry_backoff_s`) on connect errors, timeouts, 429, 5xx.
+    backend: Literal["local", "http"] = "local"
+    url: str | None = None
+    concurrency: int = Field(4, ge=1)
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(5, ge=0)
+    retry_backoff_s: float = Field(1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _http_needs_url(self) -> RetrievalConfig:
+        if self.backend == "http" and not self.url:
+            raise ValueError(
+                "retrieval.backend=http needs retrieval.url (e.g. http://127.0.0.1:8000, "
+                "a running `curriculum index serve`)"
+            )
+        return self
 
 
 class LLMServeConfig(_Section):

@@ -32,13 +32,16 @@ LOCK_FILE = "nightly.lock"
 
 
 def is_transient(exc: BaseException | None) -> bool:
-    """Worth retrying: the LLM server, a network hop or the disk hiccuped. Bad config, bad
-    input and bugs fail the same way again, so retrying them only delays the alert."""
-    from pipeline.llm.http_backend import LLMConnectionError, LLMServerError
+    """Worth retrying: a server (LLM, retrieval), a network hop or the disk hiccuped. Bad
+    config, bad input and bugs fail the same way again, so retrying them only delays the
+    alert."""
+    from pipeline.core.http import ServerError, ServerUnreachableError
 
-    if isinstance(exc, LLMServerError):
-        return exc.status in (408, 429) or exc.status >= 500
-    return isinstance(exc, LLMConnectionError | ConnectionError | TimeoutError | InterruptedError)
+    if isinstance(exc, ServerError):
+        return exc.transient
+    return isinstance(
+        exc, ServerUnreachableError | ConnectionError | TimeoutError | InterruptedError
+    )
 
 
 class RunInProgressError(RuntimeError):

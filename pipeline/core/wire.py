@@ -17,7 +17,8 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-def _valid_unicode(text: str) -> str:
+def valid_unicode(text: str) -> str:
+    """`text`, or a ValueError naming its first unpaired surrogate (no encoder takes one)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -34,7 +35,7 @@ def _one_or_many(value: object) -> object:
 
 
 # A string that is valid Unicode (encodable as UTF-8): use it for every text field on the wire.
-Text = Annotated[str, AfterValidator(_valid_unicode)]
+Text = Annotated[str, AfterValidator(valid_unicode)]
 # OpenAI's "a string or a list of strings" (prompt, stop), always validated as a list, so an
 # error names the list item (`prompt.0`) rather than both branches of a union.
 Texts = Annotated[list[Text], BeforeValidator(_one_or_many)]

@@ -45,7 +45,7 @@ from pipeline.core.io import utcnow
 from pipeline.generation.records import Provenance, Scored, curriculum_row, proposer_row
 from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
-from pipeline.retrieval.faiss_index import Retriever
+from pipeline.retrieval.base import RetrieverBackend
 from pipeline.selector.run_plan import Plan, PlanItem
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class GenerationContext:
     cfg: object
     store: Store
     generator: Generator
-    retriever: Retriever
+    retriever: RetrieverBackend
     run_id: str
     run_date: dt.date
     embedder_model: str

@@ -24,75 +24,37 @@ unchanged (no chat template).
   memoised per text.
 - Errors: connect errors, timeouts, 429 and 5xx are retried with exponential backoff
   (`retry_backoff_s * 2**attempt`, at most 60 s, a numeric Retry-After honoured); other 4xx
-  fail at once. Both raise with the URL, the status and the server's message.
+  fail at once. Both raise with the URL, the status and the server's message. The transport
+  is `pipeline.core.http.RetryingClient`, shared with the retrieval client.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
-import random
-import threading
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
-
+from pipeline.core.http import (
+    RetryingClient,
+    ServerError,
+    ServerUnreachableError,
+    normalize_base_url,
+)
 from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
 
 log = logging.getLogger(__name__)
 
-_RETRY_STATUS = {408, 429}
-_MAX_BACKOFF_S = 60.0
+
+class LLMServerError(ServerError):
+    """The LLM server answered with an error status (after retries, for retryable ones)."""
 
 
-class LLMServerError(RuntimeError):
-    """The server answered with an error status (after retries, for retryable ones)."""
+class LLMConnectionError(ServerUnreachableError):
+    """The LLM server could not be reached (or kept timing out) after all retries."""
 
-    def __init__(self, url: str, status: int, message: str, attempts: int = 1) -> None:
-        self.url, self.status, self.server_message, self.attempts = url, status, message, attempts
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        super().__init__(f"POST {url} failed with HTTP {status}{tries}: {message}")
-
-
-class LLMConnectionError(RuntimeError):
-    """The server could not be reached (or kept timing out) after all retries."""
-
-    def __init__(self, url: str, cause: BaseException, attempts: int) -> None:
-        self.url, self.attempts = url, attempts
-        kind = type(cause).__name__
-        super().__init__(
-            f"POST {url}: no response after {attempts} attempt(s) ({kind}: {cause}); "
-            "is the server running and is llm.base_url right?"
-        )
-
-
-def normalize_base_url(url: str) -> str:
-    """ "http://h:8000", "http://h:8000/" and "http://h:8000/v1" all name the same server."""
-    url = url.strip().rstrip("/")
-    return url.removesuffix("/v1")
-
-
-def server_message(res: httpx.Response) -> str:
-    """The human part of an error body in the shapes OpenAI, vLLM, TGI and FastAPI use."""
-    try:
-        body = res.json()
-    except ValueError:
-        return res.text.strip()[:500] or res.reason_phrase
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        for key in ("message", "detail"):
-            if body.get(key):
-                return str(body[key])
-        if isinstance(err, str) and err:
-            return err
-    return str(body)[:500]
+    setting = "llm.base_url"
 
 
 def continuation_logprob(
@@ -151,17 +113,17 @@ class HTTPGenerator:
         self._local_tokenizer = None
         self._server_tokenize: bool | None = None  # unknown until first tried
         self._echo_max_tokens = 0
-        self._lock = threading.Lock()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
+        self._http = RetryingClient(
+            self.base_url,
+            max_concurrency=self.max_concurrency,
+            timeout_s=request_timeout_s,
+            max_retries=max_retries,
+            retry_backoff_s=retry_backoff_s,
             headers=headers,
-            timeout=httpx.Timeout(request_timeout_s, connect=min(10.0, request_timeout_s)),
-            limits=httpx.Limits(
-                max_connections=self.max_concurrency,
-                max_keepalive_connections=self.max_concurrency,
-            ),
+            server_error=LLMServerError,
+            unreachable_error=LLMConnectionError,
         )
-        self.requests_sent = 0  # attempts, including retries
 
     @classmethod
     def from_config(cls, llm) -> HTTPGenerator:
@@ -186,7 +148,7 @@ class HTTPGenerator:
         )
 
     def close(self) -> None:
-        self._client.close()
+        self._http.close()
 
     def __enter__(self) -> HTTPGenerator:
         return self
@@ -194,57 +156,18 @@ class HTTPGenerator:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def requests_sent(self) -> int:
+        """Requests attempted, retries included."""
+        return self._http.requests_sent
+
     # -- transport -------------------------------------------------------------------------
 
     def _post(self, path: str, body: dict[str, Any]) -> dict:
-        url = f"{self.base_url}{path}"
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            with self._lock:
-                self.requests_sent += 1
-            try:
-                res = self._client.post(url, json=body)
-            except httpx.TransportError as exc:  # connect errors, timeouts, broken streams
-                if last:
-                    raise LLMConnectionError(url, exc, attempts) from exc
-                self._sleep(attempt, None)
-                log.warning("%s: %s; retrying (%d/%d)", url, exc, attempt + 1, self.max_retries)
-                continue
-            if res.status_code < 400:
-                try:
-                    return res.json()
-                except ValueError as exc:
-                    raise LLMServerError(
-                        url, res.status_code, f"response is not JSON: {res.text[:200]!r}"
-                    ) from exc
-            retryable = res.status_code >= 500 or res.status_code in _RETRY_STATUS
-            if not retryable or last:
-                raise LLMServerError(url, res.status_code, server_message(res), attempt + 1)
-            log.warning(
-                "%s: HTTP %d (%s); retrying (%d/%d)",
-                url,
-                res.status_code,
-                server_message(res)[:200],
-                attempt + 1,
-                self.max_retries,
-            )
-            self._sleep(attempt, res.headers.get("retry-after"))
-        raise AssertionError("unreachable")
-
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.retry_backoff_s * (2**attempt)
-        if retry_after:
-            with contextlib.suppress(ValueError):  # an HTTP date: keep our own schedule
-                delay = max(delay, float(retry_after))
-        delay = min(delay, _MAX_BACKOFF_S)
-        time.sleep(delay * (1 + 0.1 * random.random()))
+        return self._http.post(path, body)
 
     def _map_requests(self, bodies: list[dict], path: str = "/v1/completions") -> list[dict]:
-        if len(bodies) <= 1 or self.max_concurrency == 1:
-            return [self._post(path, b) for b in bodies]
-        with ThreadPoolExecutor(min(self.max_concurrency, len(bodies))) as pool:
-            return list(pool.map(lambda b: self._post(path, b), bodies))
+        return self._http.post_many(path, bodies)
 
     def _chunks(self, n_items: int) -> list[range]:
         step = self.prompts_per_request

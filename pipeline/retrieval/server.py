@@ -4,6 +4,14 @@ Request:  {"queries": ["..."], "topk": 3, "return_scores": true}
 Response: {"result": [[{"document": {"id": ..., "contents": "\"Title\"\nText"}, "score": s}, ...]]}
           (without return_scores each inner list holds the documents themselves).
 
+Two opt-in request fields serve the pipeline's own client (`retrieval.backend: http`), so its
+records equal an in-process search's; Search-R1 clients never send them and see the protocol
+unchanged: `"return_passages": true` adds each document's passage-table `row`, `title` and
+`text`; `"return_vectors": true` adds `"query_vectors"` (the embedded queries, which the
+agents' sub-query redundancy reward needs). `/health` names the index fingerprint, embedder
+model and query prompt, and the request limits, so a client can refuse the wrong index and
+split a batch over `max_queries`.
+
 Requests are bounded (`retrieval.max_*`), strictly typed (`"topk": "3"` or `"return_scores":
 "yes"` is a 422, not coerced) and must be valid Unicode; a body over `retrieval.max_body_bytes`
 is a 413.
@@ -36,6 +44,8 @@ def create_retrieval_app(retriever: Retriever, limits: RetrievalConfig | None = 
         queries: list[Text] = Field(min_length=1, max_length=limits.max_queries)
         topk: int | None = Field(None, ge=1, le=limits.max_topk)
         return_scores: bool = False
+        return_passages: bool = False
+        return_vectors: bool = False
 
         @field_validator("queries")
         @classmethod
@@ -79,19 +89,34 @@ def create_retrieval_app(retriever: Retriever, limits: RetrievalConfig | None = 
             "index": m.get("fingerprint"),
             "count": m.get("count"),
             "model": m.get("model"),
+            "query_prompt": m.get("query_prompt"),
+            "dim": m.get("dim"),
             "factory": m.get("factory"),
+            "limits": {
+                "max_topk": limits.max_topk,
+                "max_queries": limits.max_queries,
+                "max_query_chars": limits.max_query_chars,
+                "max_body_bytes": limits.max_body_bytes,
+            },
         }
 
     @app.post("/retrieve")
     def retrieve(req: RetrieveRequest) -> dict[str, Any]:
         with lock:
-            hits = retriever.search(req.queries, req.topk or limits.topk)
+            hits, vecs = retriever.search_with_vectors(req.queries, req.topk or limits.topk)
+
+        def doc(h: Hit) -> dict[str, Any]:
+            d: dict[str, Any] = _document(h)
+            return (
+                {**d, "row": h.row, "title": h.title, "text": h.text} if req.return_passages else d
+            )
+
         if req.return_scores:
-            return {
-                "result": [
-                    [{"document": _document(h), "score": h.score} for h in hs] for hs in hits
-                ]
-            }
-        return {"result": [[_document(h) for h in hs] for hs in hits]}
+            result: list = [[{"document": doc(h), "score": h.score} for h in hs] for hs in hits]
+        else:
+            result = [[doc(h) for h in hs] for hs in hits]
+        if req.return_vectors:  # float32 -> float -> JSON round-trips exactly
+            return {"result": result, "query_vectors": vecs.tolist()}
+        return {"result": result}
 
     return app
