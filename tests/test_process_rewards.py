@@ -128,3 +128,20 @@ def test_process_aware_advantage_eqs6_to_9():
     assert proc == pytest.approx(0.272939, rel=1e-5)
     assert P.verifier_token_advantage(0.3, proc, True) == pytest.approx(0.572939, rel=1e-5)
     assert P.verifier_token_advantage(0.3, proc, False) == 0.3
+
+
+def test_gated_outcome_reward_eq4():
+    assert P.gated_outcome_reward(0.75, True) == 0.75
+    assert P.gated_outcome_reward(0.75, False) == 0.0  # a skipped or malformed Evaluate
+
+
+def test_solver_protocol_config():
+    from pipeline.core.config import load_config
+
+    cfg = load_config(None, [])
+    assert cfg.solver.protocol == "search_r1"
+    assert (cfg.solver.pcar_lambda_base, cfg.solver.pcar_lambda_max) == (0.1, 0.5)
+    assert cfg.solver.pcar_delta == 1e-6
+    assert load_config(None, ["solver.protocol=evalact"]).solver.protocol == "evalact"
+    with pytest.raises(Exception, match="arr is not implemented"):
+        load_config(None, ["solver.protocol=arr"])

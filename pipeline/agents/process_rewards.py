@@ -33,6 +33,11 @@ def outcome_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[floa
     return group_advantages(rewards, eps=eps)
 
 
+def gated_outcome_reward(f1: float, compliant: bool) -> float:
+    """G(y, y*) = F1(y_ans, y*) if the rollout kept the format, else 0 (EvalAct eq. 4)."""
+    return f1 if compliant else 0.0
+
+
 def feedback_tier(z: float) -> Literal["low", "mid", "high"]:
     """Φ(z): the three-tier cue the environment returns after Evaluate (EvalAct eq. 11)."""
     if not 0.0 <= z <= 10.0:
