@@ -177,6 +177,15 @@ def test_guided_completions_match_their_regex(backend):
     assert out[2] == backend.generate(prompts[2:], params)[0]
 
 
+def test_guided_completion_with_a_stop_string_keeps_its_last_token(backend):
+    """A regex completed by its last token keeps that token when stop strings are set too (the
+    transformers loop once dropped it: EvalAct's JSON lost its closing brace)."""
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=48, seed=1, stop=("</evaluate>",))
+    regex = r'\{"evaluation": "[^"<\\]+", "score": (10|[0-9])\}'
+    out = backend.generate(["Evaluate the search.\n<evaluate>"], params, [regex])
+    assert all(re.fullmatch(regex, t) for t in out[0]), out
+
+
 def test_a_bad_guide_is_a_clear_error(backend):
     with pytest.raises((ValueError, LLMServerError), match=r"guide '\(unclosed'"):
         backend.generate(["x"], SamplingParams(max_tokens=4), ["(unclosed"])

@@ -276,12 +276,12 @@ class TransformersGenerator:
                 tokens[a].append(tok)
                 if entropy:
                     ents[a].append(step_h[b])
-                if matchers and matchers[a] is not None and not _advance(matchers[a], tok):
-                    continue  # the regex is complete (or broken): nothing more may follow
-                if stops:
+                if stops:  # decoded before the guide check: a regex's last token is kept too
                     texts[a] = self.tokenizer.decode(tokens[a], skip_special_tokens=True)
                     if any(s in texts[a] for s in stops):
                         continue
+                if matchers and matchers[a] is not None and not _advance(matchers[a], tok):
+                    continue  # the regex is complete (or broken): nothing more may follow
                 if len(tokens[a]) < params.max_tokens:
                     keep.append(b)
             st["row_steps"] += len(alive)
