@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.0.0"
+SCHEMA_VERSION = "2.1.0"
 
 _TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
@@ -243,7 +243,39 @@ SOLVER_ROLLOUTS = _schema(
         f("evidence_hit_step", pa.int32(), doc="first search retrieving the evidence passage"),
         f("query_redundancy", pa.list_(pa.float64()), doc="max cosine to earlier sub-queries"),
         f("step_rewards", pa.list_(pa.float64()), doc="EVO-RAG R_t per search (+ answer) step"),
+        f("protocol", pa.string(), False, "solver.protocol: search_r1 | evalact"),
+        f(
+            "protocol_violations",
+            pa.list_(pa.string()),
+            doc="EvalAct: reason per malformed or missing Evaluate (null under search_r1)",
+        ),
+        f("outcome_reward", pa.float64(), doc="EvalAct eq. 4: F1 if the protocol was kept, else 0"),
+        f("outcome_advantage", pa.float64(), doc="EvalAct eq. 5: A_i over the record's n rollouts"),
         f("created_at", _TS, False),
+    ],
+)
+
+EVALACT_SEGMENTS = _schema(
+    "evalact_segments",
+    "One Search→Evaluate segment of an EvalAct solver rollout, with PCAR's rescaling terms.",
+    [
+        f("segment_id", pa.string(), False, "<rollout_id>:seg:<k>"),
+        f("rollout_id", pa.string(), False, "joins solver_rollouts"),
+        f("record_id", pa.string(), False, "joins curriculum"),
+        f("run_id", pa.string(), False),
+        f("sample", pa.int32(), False),
+        f("segment", pa.int32(), False, "k: 0-based position of the search in the rollout"),
+        f("query", pa.string(), doc="the search query"),
+        f("retrieved_ids", pa.list_(pa.string()), doc="top-k passage ids it returned"),
+        f("assessment", pa.string(), doc="Evaluate's free-text assessment c"),
+        f("z", pa.float64(), doc="Evaluate's score z in [0, 10]; null on a violation"),
+        f("violation", pa.string(), doc="why z is missing: malformed_json, missing_score, ..."),
+        f("evidence_hit", pa.bool_(), doc="the search retrieved the record's evidence passage"),
+        f("z_tilde", pa.float64(), doc="eq. 6: (z - mean_i) / (std_i + eps) within the rollout"),
+        f("pcar_gain", pa.float64(), doc="eq. 7: l_base + (l_max - l_base) z/10"),
+        f("pcar_multiplier", pa.float64(), doc="eq. 8: clamp(1 + gain z_tilde, delta, inf)"),
+        f("outcome_advantage", pa.float64(), False, "eq. 5: the rollout's A_i"),
+        f("calibrated_advantage", pa.float64(), doc="eq. 8: A_i x pcar_multiplier"),
     ],
 )
 
@@ -351,6 +383,7 @@ TABLES: dict[str, pa.Schema] = {
         SELECTOR_STATE,
         CURRICULUM,
         SOLVER_ROLLOUTS,
+        EVALACT_SEGMENTS,
         PROPOSER_ROLLOUTS,
         VERIFIER_SAMPLES,
         REJECTS,

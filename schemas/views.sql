@@ -180,7 +180,7 @@ GROUP BY record_id, run_id;
 -- ---- audit macros and views --------------------------------------------------------------
 -- Everything below must also bind on an empty catalog (contract-typed empty base views), so it
 -- only reads the base views the store always creates: curriculum, solver_rollouts,
--- verifier_samples, proposer_rollouts, rejects, runs, passages.
+-- verifier_samples, evalact_segments, proposer_rollouts, rejects, runs, passages.
 
 -- Norm of pipeline.agents.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
 -- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
@@ -323,6 +323,28 @@ SELECT
     avg(wcr_reward) AS mean_wcr_reward,
     avg(solver_reward) AS mean_solver_reward
 FROM solver_rollouts
+GROUP BY ALL;
+
+-- EvalAct calibration per run (issue 16): is the agent's self-reported z higher for searches
+-- that retrieved the evidence passage than for those that missed it?
+CREATE OR REPLACE VIEW evalact_calibration AS
+SELECT
+    run_id,
+    count(*) AS segments,
+    count(z) AS scored_segments,
+    count(*) FILTER (WHERE violation IS NOT NULL) AS violations,
+    avg(z) FILTER (WHERE evidence_hit) AS mean_z_hit,
+    avg(z) FILTER (WHERE NOT evidence_hit) AS mean_z_miss,
+    count(z) FILTER (WHERE evidence_hit) AS scored_hits,
+    count(z) FILTER (WHERE NOT evidence_hit) AS scored_misses,
+    avg(pcar_multiplier) AS mean_pcar_multiplier
+FROM evalact_segments
+GROUP BY run_id;
+
+-- EvalAct protocol violations per run and reason (malformed or missing Evaluate actions).
+CREATE OR REPLACE VIEW evalact_violations AS
+SELECT run_id, reason, count(*) AS n
+FROM (SELECT run_id, unnest(protocol_violations) AS reason FROM solver_rollouts)
 GROUP BY ALL;
 
 -- Per run: how coverage differs between correct and wrong rollouts, and their correlation.

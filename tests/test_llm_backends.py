@@ -177,12 +177,48 @@ def test_guided_completions_match_their_regex(backend):
     assert out[2] == backend.generate(prompts[2:], params)[0]
 
 
+def test_guided_completion_with_a_stop_string_keeps_its_last_token(backend):
+    """A regex completed by its last token keeps that token when stop strings are set too (the
+    transformers loop once dropped it: EvalAct's JSON lost its closing brace)."""
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=48, seed=1, stop=("</evaluate>",))
+    regex = r'\{"evaluation": "[^"<\\]+", "score": (10|[0-9])\}'
+    out = backend.generate(["Evaluate the search.\n<evaluate>"], params, [regex])
+    assert all(re.fullmatch(regex, t) for t in out[0]), out
+
+
 def test_a_bad_guide_is_a_clear_error(backend):
     with pytest.raises((ValueError, LLMServerError), match=r"guide '\(unclosed'"):
         backend.generate(["x"], SamplingParams(max_tokens=4), ["(unclosed"])
 
 
 # -- HTTP and in-process agree ---------------------------------------------------------------
+
+
+def test_token_entropies_on_request(backend):
+    """generate_with_entropy: the same texts as generate, one entropy per generated token."""
+    params = SamplingParams(n=2, temperature=1.0, max_tokens=6, stop=("\n",), seed=3)
+    plain = backend.generate(PROMPTS[:2], params)
+    out = backend.generate_with_entropy(PROMPTS[:2], params, top_k=5)
+    assert [[c.text for c in row] for row in out] == plain
+    exact = not isinstance(backend, HTTPGenerator) and "VLLM" not in type(backend).__name__
+    for row in out:
+        for c in row:
+            assert c.exact is exact and c.top_k == (None if exact else 5)
+            assert c.token_entropies and all(h >= 0.0 for h in c.token_entropies)
+            assert c.mean_entropy == pytest.approx(sum(c.token_entropies) / len(c.token_entropies))
+    # a certain continuation has (near) zero entropy, an open one does not
+    assert max(c.mean_entropy for row in out for c in row) > 0.05
+
+
+def test_topk_entropy_lower_bounds_the_exact_entropy(llm, http_llm):
+    """HTTP's top-5 approximation (tail lumped) never exceeds the exact entropy, per token."""
+    params = SamplingParams(temperature=0.0, max_tokens=8)
+    (exact,) = llm.generate_with_entropy(PROMPTS[:1], params)
+    (approx,) = http_llm.generate_with_entropy(PROMPTS[:1], params, top_k=5)
+    assert exact[0].text == approx[0].text
+    assert len(approx[0].token_entropies) == len(exact[0].token_entropies)
+    for a, e in zip(approx[0].token_entropies, exact[0].token_entropies, strict=True):
+        assert a <= e + 1e-3
 
 
 def test_greedy_text_identical_across_backends(llm, http_llm):

@@ -9,7 +9,14 @@ import pytest
 
 from pipeline.agents.prompts import load_few_shot
 from pipeline.agents.rewards import exact_match, wcr_reward
-from pipeline.agents.rollout import RolloutConfig, TurnGuide, run_rollouts
+from pipeline.agents.rollout import (
+    EVAL_REGEX,
+    Evaluation,
+    RolloutConfig,
+    TurnGuide,
+    parse_evaluation,
+    run_rollouts,
+)
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
 from pipeline.llm.base import SamplingParams
 from pipeline.retrieval.faiss_index import Retriever
@@ -183,6 +190,108 @@ def test_search_disabled_ends_at_a_search():
     cfg = RolloutConfig("<answer>", "</answer>", max_turns=3, search=False)
     (g,) = run_rollouts(gen, None, ["Q\n"], SamplingParams(n=1), cfg)
     assert (g[0].stop_reason, g[0].searches, g[0].turns) == ("no_action", [], 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('{"evaluation": "Doc 2 says so.", "score": 8}', Evaluation("Doc 2 says so.", 8.0, None)),
+        ('{"evaluation": "ok", "score": 7.5}</evaluate>', Evaluation("ok", 7.5, None)),
+        ("", Evaluation(None, None, "empty_evaluation")),
+        ('{"evaluation": "cut sh', Evaluation(None, None, "malformed_json")),
+        ('["a", 3]', Evaluation(None, None, "malformed_json")),
+        ('{"evaluation": "no score"}', Evaluation("no score", None, "missing_score")),
+        ('{"evaluation": "x", "score": true}', Evaluation("x", None, "missing_score")),
+        ('{"evaluation": "x", "score": 11}', Evaluation("x", None, "score_out_of_range")),
+        ('{"evaluation": " ", "score": 4}', Evaluation(None, 4.0, "missing_assessment")),
+    ],
+)  # fmt: skip
+def test_parse_evaluation_records_violations_never_raises(body, expected):
+    assert parse_evaluation(body) == expected
+
+
+def test_evaluation_regex_is_the_papers_json():
+    assert re.fullmatch(EVAL_REGEX, '{"evaluation": "Doc 1 names it.", "score": 10}')
+    assert not re.fullmatch(EVAL_REGEX, '{"evaluation": "x", "score": 11}')
+    assert parse_evaluation('{"evaluation": "Doc 1 names it.", "score": 10}').z == 10.0
+
+
+def test_evalact_turns_search_then_exactly_one_evaluate(retriever):
+    """After each answered search the engine opens <evaluate>, guides that turn to the paper's
+    JSON, records z (or the violation) and answers with Φ(z)'s cue; one generate call and one
+    search batch per turn still serve every live rollout."""
+    cfg = RolloutConfig("<answer>", "</answer>", max_turns=5, topk=2, max_doc_tokens=40,
+                        evaluate=True)  # fmt: skip
+    gen = Scripted(
+        {
+            "Q-ok": [
+                "<think>plan</think>\n<search>Danube river Black Sea",
+                '{"evaluation": "Doc 1 names the sea.", "score": 8}',
+                "<answer>Black Sea",
+            ],
+            "Q-bad": ["<search>Mozart opera", "I think it is fine", "<search>Vienna", "{}"],
+        }
+    )
+    retriever.batches = []
+    ok, bad = (g[0] for g in run_rollouts(gen, retriever, ["Q-ok\n", "Q-bad\n"],
+                                          SamplingParams(n=1), cfg))  # fmt: skip
+    assert ok.evaluations == [Evaluation("Doc 1 names the sea.", 8.0, None)]
+    assert ok.final == "Black Sea" and ok.stop_reason == "final"
+    assert '<evaluate>{"evaluation": "Doc 1 names the sea.", "score": 8}</evaluate>' in (
+        ok.transcript
+    )
+    assert "<feedback>Score 8/10 (High Quality)" in ok.transcript
+    assert [e.violation for e in bad.evaluations] == ["malformed_json", "missing_score"]
+    assert "<feedback>Evaluate not understood (malformed_json)" in bad.transcript
+    assert bad.searches == ["Mozart opera", "Vienna"]
+    # Q-ok: search | evaluate | answer; Q-bad: search | evaluate | search | evaluate | "{}"
+    # (neither a search nor an answer: no action)
+    assert bad.stop_reason == "no_action"
+    assert [len(b) for b in retriever.batches] == [2, 1]
+    assert gen.calls == [(2, 1), (2, 1), (2, 1), (1, 1), (1, 1)]
+    assert gen.guides[0] is None and gen.guides[1] == [EVAL_REGEX, EVAL_REGEX]
+    assert gen.guides[2] is None and gen.guides[3] == [EVAL_REGEX] and gen.guides[4] is None
+
+
+@pytest.mark.slow
+def test_evalact_solver_on_the_real_model(retriever, llm):
+    """EvalAct on the real CPU model with guided Evaluate turns: one segment row per answered
+    search, joined to its rollout, with PCAR terms whenever z was read."""
+    shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
+    tasks = [
+        SolverTask("r1", "Who composed The Magic Flute?", "Wolfgang Amadeus Mozart", None,
+                   "p-none", []),
+        SolverTask("r2", "Into which sea does the Danube flow?", "Black Sea", None, None, []),
+    ]  # fmt: skip
+    s = SolverSettings(n=3, temperature=1.0, max_tokens=48, seed=11, max_turns=2,
+                       protocol="evalact")  # fmt: skip
+    res = solve(llm, retriever, tasks, shots, s)
+    segments = 0
+    for r in res:
+        ids = {row["rollout_id"] for row in r.rollouts}
+        adv = [row["outcome_advantage"] for row in r.rollouts]
+        assert sum(adv) == pytest.approx(0.0, abs=1e-6)  # eq. 5 is centred per record
+        for row in r.rollouts:
+            assert row["protocol"] == "evalact"
+            mine = [x for x in r.segments if x["rollout_id"] == row["rollout_id"]]
+            assert len(mine) == len(row["searches"])  # exactly one Evaluate per search
+            assert row["protocol_violations"] == [x["violation"] for x in mine if x["violation"]]
+            assert row["outcome_reward"] == (
+                row["answer_f1"] if not row["protocol_violations"] else 0.0
+            )
+        for x in r.segments:
+            segments += 1
+            assert x["rollout_id"] in ids
+            assert (x["z"] is None) == (x["violation"] is not None)
+            if x["z"] is not None:
+                assert 0.0 <= x["z"] <= 10.0
+                assert x["pcar_multiplier"] >= 1e-6
+                assert x["calibrated_advantage"] == pytest.approx(
+                    x["outcome_advantage"] * x["pcar_multiplier"]
+                )
+            if x["record_id"] == "r1":
+                assert x["evidence_hit"] is False  # no passage is called p-none
+    assert segments > 0  # the few-shot demos make the model search
 
 
 @pytest.mark.slow

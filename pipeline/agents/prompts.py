@@ -27,6 +27,13 @@ SOLVER_INSTRUCTION = (
     "<search> query </search>; results appear between <information> and </information>. Search "
     "as often as you need, then give the short final answer inside <answer> and </answer>."
 )
+EVALACT_INSTRUCTION = (
+    "Answer each question. Reason inside <think> and </think>. To look something up, write "
+    "<search> query </search>; results appear between <information> and </information>. After "
+    'every search, evaluate its results exactly once: <evaluate>{"evaluation": "your '
+    'assessment", "score": 0-10}</evaluate>; feedback appears between <feedback> and '
+    "</feedback>. Then search again or give the short final answer inside <answer> and </answer>."
+)
 # Where a base model would start the next few-shot block (multi-turn rollouts also stop at
 # </search> and at the agent's final closing tag).
 PROPOSER_STOP = ("\nPassage (",)
@@ -144,9 +151,11 @@ def answer_prompt(question: str, shots: Sequence[FewShot], context: str | None =
     return "\n".join(blocks)
 
 
-def solver_prompt(question: str, shots: Sequence[FewShot]) -> str:
-    """Search-R1 protocol: the agent searches, reads <information>, and answers in tags."""
-    blocks = [SOLVER_INSTRUCTION, ""]
+def solver_prompt(question: str, shots: Sequence[FewShot], evalact: bool = False) -> str:
+    """Search-R1 protocol: the agent searches, reads <information>, and answers in tags; with
+    `evalact`, each search is followed by one Evaluate and the environment's feedback (the
+    demos show the paper's JSON format, appendix B)."""
+    blocks = [EVALACT_INSTRUCTION if evalact else SOLVER_INSTRUCTION, ""]
     for s in shots[:2]:
         blocks += [
             f"Question: {s.question}",
@@ -155,6 +164,15 @@ def solver_prompt(question: str, shots: Sequence[FewShot]) -> str:
             "",
             f"<information>{_doc(s)}</information>",
             "",
+        ]
+        if evalact:
+            blocks += [
+                f'<evaluate>{{"evaluation": "Doc 1 names {s.answer}.", "score": 9}}</evaluate>',
+                "",
+                "<feedback>Score 9/10 (High Quality): use them as primary evidence.</feedback>",
+                "",
+            ]
+        blocks += [
             f"<think>Doc 1 says {s.answer}.</think>",
             f"<answer>{s.answer}</answer>",
             "",

@@ -13,6 +13,7 @@ vLLM (or our response cache) re-uses the shared part.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,72 @@ from pipeline.retrieval.base import RetrieverBackend
 from pipeline.retrieval.faiss_index import Hit, format_docs
 
 SEARCH_OPEN, SEARCH_CLOSE, INFO_OPEN = "<search>", "</search>", "<information>"
+EVAL_OPEN, EVAL_CLOSE = "<evaluate>", "</evaluate>"
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
+
+# EvalAct's Evaluate(c, z) in the paper's JSON form (appendix B/C): {"evaluation": c, "score": z}.
+EVAL_REGEX = r'\{"evaluation": "[^"<\\]+", "score": (10|[0-9])\}'
+# Φ(z)'s cue texts (appendix B, eq. 11), returned to the agent after each Evaluate.
+FEEDBACK = {
+    "low": "Low Quality): The previous Search results are largely irrelevant or unhelpful for "
+    "answering the question. Do not rely on them. Reformulate the query (e.g., alternative "
+    "keywords or a different angle) and issue a new Search.",
+    "mid": "Medium Quality): The previous Search results contain partially useful evidence but "
+    "may be incomplete or noisy. Use only clearly relevant excerpts. Consider an additional, "
+    "more targeted Search to fill missing details, resolve remaining subproblems, or verify "
+    "uncertain information.",
+    "high": "High Quality): The previous Search results are highly relevant and constitute "
+    "substantive progress toward answering the question (e.g., providing key facts or "
+    "resolving an important subtask). Use them as primary evidence to construct the answer. "
+    "Perform another Search only if a specific critical detail is still missing.",
+}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One Evaluate action after one answered search; `violation` says why z is missing."""
+
+    assessment: str | None
+    z: float | None
+    violation: str | None
+
+
+def parse_evaluation(body: str) -> Evaluation:
+    """Evaluate's body → (assessment, z) or the protocol violation that prevents reading it.
+
+    Violations: empty_evaluation, malformed_json, missing_assessment, missing_score,
+    score_out_of_range. Never raises: a weak model's output is data, not an error.
+    """
+    text = body.strip()
+    if text.endswith(EVAL_CLOSE):
+        text = text[: -len(EVAL_CLOSE)].strip()
+    if not text:
+        return Evaluation(None, None, "empty_evaluation")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return Evaluation(None, None, "malformed_json")
+    if not isinstance(obj, dict):
+        return Evaluation(None, None, "malformed_json")
+    c = obj.get("evaluation")
+    assessment = c.strip() if isinstance(c, str) and c.strip() else None
+    z = obj.get("score")
+    if isinstance(z, bool) or not isinstance(z, int | float):
+        return Evaluation(assessment, None, "missing_score")
+    if not 0 <= z <= 10:
+        return Evaluation(assessment, None, "score_out_of_range")
+    if assessment is None:
+        return Evaluation(None, float(z), "missing_assessment")
+    return Evaluation(assessment, float(z), None)
+
+
+def feedback(ev: Evaluation) -> str:
+    """The environment's reply to an Evaluate: Φ(z)'s cue, or the violation it could not read."""
+    if ev.z is None:
+        return f"<feedback>Evaluate not understood ({ev.violation}).</feedback>"
+    z = ev.z
+    tier = "low" if z <= 3 else "mid" if z <= 7 else "high"
+    return f"<feedback>Score {z:g}/10 ({FEEDBACK[tier]}</feedback>"
 
 
 @dataclass
@@ -43,6 +109,8 @@ class Rollout:
     planning_turns: int = 0  # assistant turns that open with <think>
     final: str | None = None  # text inside the final tag, when the agent reached it
     stop_reason: str = "running"  # final | no_action | max_turns | unanswered_search
+    evaluations: list[Evaluation] = field(default_factory=list)  # EvalAct: one per answered search
+    awaiting_eval: bool = False  # EvalAct: the engine opened <evaluate>; this turn must fill it
 
     @property
     def turns(self) -> int:
@@ -115,6 +183,10 @@ class RolloutConfig:
     # asks for a search beyond its budget ("<question>" for the proposer, "<answer>" for the
     # solver). None: no forcing, as in plain Search-R1.
     force_final: str | None = None
+    # EvalAct (§2.2): after each answered search the engine opens <evaluate> and the next turn
+    # must be exactly one Evaluate; `guided_evaluate` constrains that turn to EVAL_REGEX.
+    evaluate: bool = False
+    guided_evaluate: bool = True
 
 
 def _last_search(segment: str) -> str | None:
@@ -136,6 +208,8 @@ def advance(
     r: Rollout, segment: str, cfg: RolloutConfig, turn: int, budget: int | None = None
 ) -> str | None:
     """Record one assistant turn; returns the search query the rollout asks for, if any."""
+    if r.awaiting_eval:
+        return _record_evaluation(r, segment, cfg, turn)
     text, r.pending = r.pending + segment, ""
     r.segments.append(text)
     if text.lstrip().startswith("<think>"):
@@ -174,10 +248,30 @@ def advance(
     return query
 
 
+def _record_evaluation(r: Rollout, segment: str, cfg: RolloutConfig, turn: int) -> None:
+    """The Evaluate turn: parse it, record it (or its violation), answer with Φ(z)'s cue."""
+    body = segment.split(EVAL_CLOSE)[0]
+    r.segments.append(r.pending + segment)
+    r.pending, r.awaiting_eval = "", False
+    ev = parse_evaluation(body)
+    r.evaluations.append(ev)
+    r.transcript += f"{body}{EVAL_CLOSE}\n\n{feedback(ev)}\n\n"
+    r.stop_reason = _running_or_out_of_turns(turn, cfg)
+    return None
+
+
+def _open_evaluation(r: Rollout) -> None:
+    r.transcript += EVAL_OPEN
+    r.pending = EVAL_OPEN
+    r.awaiting_eval = True
+
+
 def _turn_regex(
     guide: TurnGuide | None, cfg: RolloutConfig, turn: int, r: Rollout, budget: int | None
 ) -> str | None:
     """The regex of rollout r's turn `turn`: search only while its budget and turns allow."""
+    if r.awaiting_eval:
+        return EVAL_REGEX if cfg.guided_evaluate else None
     if guide is None:
         return None
     searches_left = budget is None or len(r.searches) < budget
@@ -211,6 +305,8 @@ def run_rollouts(
     guide_list = list(guides) if guides is not None else [None] * len(prompts)
     # A model must not write tool responses itself: stop where it would start one.
     stop = (SEARCH_CLOSE, cfg.final_close, INFO_OPEN, *cfg.extra_stop)
+    if cfg.evaluate:
+        stop = (*stop, EVAL_CLOSE)
     first = replace(params, stop=stop)
     # Turn 1 of every rollout of a prompt is alike (no searches yet, nothing forced).
     regexes = _if_guided(
@@ -246,14 +342,19 @@ def run_rollouts(
                 r.query_vectors.append([float(x) for x in vec])
                 r.transcript += f"\n\n<information>{docs}</information>\n\n"
                 r.stop_reason = "running"
+                if cfg.evaluate:
+                    _open_evaluation(r)  # exactly one Evaluate before the next action
         live = [r for g in groups for r in g if r.live]
         if not live or turn + 1 >= cfg.max_turns:
             for r in live:
                 r.stop_reason = "max_turns"
+                if r.awaiting_eval:  # the turn budget ended before its Evaluate
+                    r.awaiting_eval = False
+                    r.evaluations.append(Evaluation(None, None, "missing_evaluation"))
             break
         if cfg.force_final and turn + 2 == cfg.max_turns:
             for r in live:  # the next turn is the last one: it must finish
-                if not r.pending:
+                if not r.pending and not r.awaiting_eval:
                     _force(r, cfg.force_final)
         nxt = replace(
             params, n=1, stop=stop, seed=None if params.seed is None else params.seed + turn + 1

@@ -9,8 +9,13 @@ the n rollouts), and EVO-RAG step signals (evidence-passage hit, sub-query redun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pipeline.agents.process_rewards import (
+    gated_outcome_reward,
+    outcome_advantages,
+    pcar_segments,
+)
 from pipeline.agents.prompts import SOLVER_STOP, FewShot, solver_prompt
 from pipeline.agents.proposer import tag
 from pipeline.agents.rewards import (
@@ -26,7 +31,7 @@ from pipeline.agents.rewards import (
     waypoint_coverage,
     wcr_rewards,
 )
-from pipeline.agents.rollout import RolloutConfig, run_rollouts
+from pipeline.agents.rollout import Rollout, RolloutConfig, run_rollouts
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
@@ -47,6 +52,7 @@ class SolverResult:
     n: int
     k: int
     rollouts: list[dict]  # rows for the solver_rollouts table (without run/time columns)
+    segments: list[dict] = field(default_factory=list)  # evalact_segments rows (EvalAct only)
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,11 @@ class SolverSettings:
     lambda_e: float = 0.3
     wcr_alpha: float = 0.3
     force_final: bool = True  # open <answer> on the last allowed turn
+    protocol: str = "search_r1"  # search_r1 | evalact (| arr, not yet)
+    # EvalAct/PCAR (eqs. 7-8): λ_base, λ_max and the clamp floor δ.
+    pcar_lambda_base: float = 0.1
+    pcar_lambda_max: float = 0.5
+    pcar_delta: float = 1e-6
 
 
 def solve(
@@ -71,17 +82,23 @@ def solve(
     s: SolverSettings,
     render: Render = plain,
 ) -> list[SolverResult]:
-    prompts = [render(solver_prompt(t.question, shots)) for t in tasks]
+    evalact = s.protocol == "evalact"
+    if s.protocol not in ("search_r1", "evalact"):
+        raise ValueError(f"solver.protocol {s.protocol!r} is not implemented")
+    prompts = [render(solver_prompt(t.question, shots, evalact)) for t in tasks]
     params = SamplingParams(n=s.n, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed)
     cfg = RolloutConfig(
         "<answer>",
         "</answer>",
-        s.max_turns,
+        # EvalAct: each search's Evaluate is a turn of its own, so the same number of
+        # search/answer turns fits in 2·max_turns − 1.
+        2 * s.max_turns - 1 if evalact else s.max_turns,
         s.topk,
         s.max_doc_tokens,
         True,
         SOLVER_STOP,
         "<answer>" if s.force_final else None,
+        evaluate=evalact,
     )
     groups = run_rollouts(gen, retriever, prompts, params, cfg)
     results = []
@@ -93,6 +110,10 @@ def solve(
         # The rollout is valid for WCR when it finished with a parsable answer.
         valid = [r.stop_reason == "final" and bool(p) for r, p in zip(group, preds, strict=True)]
         wcr = wcr_rewards(correct, valid, cover, s.wcr_alpha)
+        f1s = [token_f1(p, t.answer) for p in preds]
+        compliant = [_compliant(r) for r in group]
+        gated = [gated_outcome_reward(f, c) for f, c in zip(f1s, compliant, strict=True)]
+        advantages = outcome_advantages(gated)
         rows = []
         for i, r in enumerate(group):
             ev_pred = tag(r.transcript, "evidence")
@@ -136,7 +157,68 @@ def solve(
                     ),
                     "query_redundancy": redundancy,
                     "step_rewards": steps,
+                    "protocol": s.protocol,
+                    "protocol_violations": (
+                        [e.violation for e in r.evaluations if e.violation] if evalact else None
+                    ),
+                    "outcome_reward": gated[i] if evalact else None,
+                    "outcome_advantage": advantages[i] if evalact else None,
                 }
             )
-        results.append(SolverResult(len(group), sum(correct), rows))
+        segments = []
+        if evalact:
+            for i, r in enumerate(group):
+                segments += _segment_rows(t, i, r, advantages[i], s)
+        results.append(SolverResult(len(group), sum(correct), rows, segments))
     return results
+
+
+def _compliant(r: Rollout) -> bool:
+    """EvalAct eq. 4's I_fmt (ii): every search was immediately followed by a valid Evaluate.
+
+    Part (i), reasoning inside <think> tags, is not checked: our transcripts keep untagged text.
+    """
+    return len(r.evaluations) == len(r.searches) and all(not e.violation for e in r.evaluations)
+
+
+def _segment_rows(
+    t: SolverTask, i: int, r: Rollout, advantage: float, s: SolverSettings
+) -> list[dict]:
+    """One row per Search→Evaluate segment with PCAR's z̃, λ and multiplier (eqs. 6-8).
+
+    z̃ standardises over the segments that reported a score; a violating segment has none.
+    """
+    scored = [k for k, e in enumerate(r.evaluations) if e.z is not None]
+    pcar = pcar_segments(
+        [r.evaluations[k].z for k in scored],
+        advantage,
+        s.pcar_lambda_base,
+        s.pcar_lambda_max,
+        s.pcar_delta,
+    )
+    by_k = dict(zip(scored, pcar, strict=True))
+    rows = []
+    for k, ev in enumerate(r.evaluations):
+        ids = r.retrieved_ids[k] if k < len(r.retrieved_ids) else []
+        seg = by_k.get(k)
+        rows.append(
+            {
+                "segment_id": f"{t.record_id}:sol:{i}:seg:{k}",
+                "rollout_id": f"{t.record_id}:sol:{i}",
+                "record_id": t.record_id,
+                "sample": i,
+                "segment": k,
+                "query": r.searches[k] if k < len(r.searches) else None,
+                "retrieved_ids": ids,
+                "assessment": ev.assessment,
+                "z": ev.z,
+                "violation": ev.violation,
+                "evidence_hit": (t.evidence_passage_id in ids) if t.evidence_passage_id else None,
+                "z_tilde": seg.z_tilde if seg else None,
+                "pcar_gain": seg.gain if seg else None,
+                "pcar_multiplier": seg.multiplier if seg else None,
+                "outcome_advantage": advantage,
+                "calibrated_advantage": seg.advantage if seg else None,
+            }
+        )
+    return rows

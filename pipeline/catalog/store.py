@@ -36,6 +36,7 @@ SHARDED_TABLES = (
     "proposer_rollouts",
     "solver_rollouts",
     "verifier_samples",
+    "evalact_segments",
     "rejects",
 )
 

@@ -247,6 +247,24 @@ class RewardConfig(_Section):
     wcr_alpha: float = 0.3
 
 
+class SolverConfig(_Section):
+    # The solver rollouts' protocol: search_r1 (Search-R1 tags, the default), evalact (EvalAct
+    # §2.2: one Evaluate with a score z ∈ [0, 10] after every search, PCAR columns); arr is
+    # reserved for ARR's reasoner-verifier dialogues and not implemented yet.
+    protocol: Literal["search_r1", "evalact", "arr"] = "search_r1"
+    # PCAR (EvalAct eqs. 7-8; paper: (0.1, 0.5) and δ = 1e-6).
+    pcar_lambda_base: float = Field(0.1, ge=0.0)
+    pcar_lambda_max: float = Field(0.5, ge=0.0)
+    pcar_delta: float = Field(1e-6, gt=0.0)
+
+    @field_validator("protocol")
+    @classmethod
+    def _implemented(cls, v: str) -> str:
+        if v == "arr":
+            raise ValueError("solver.protocol=arr is not implemented yet (search_r1 or evalact)")
+        return v
+
+
 class StoreConfig(_Section):
     out_dir: str = "data/out"
     catalog: str = "data/out/curriculum.duckdb"
@@ -325,6 +343,7 @@ class PipelineConfig(_Section):
     generation: GenerationConfig = GenerationConfig()
     verifier: VerifierConfig = VerifierConfig()
     rewards: RewardConfig = RewardConfig()
+    solver: SolverConfig = SolverConfig()
     store: StoreConfig = StoreConfig()
     sql: SQLConfig = SQLConfig()
     quality: QualityConfig = QualityConfig()

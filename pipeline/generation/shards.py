@@ -82,6 +82,7 @@ class ShardOutput:
     proposer_rollouts: list[dict]
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
+    evalact_segments: list[dict] = field(default_factory=list)  # solver.protocol=evalact
 
 
 def _waypoints(subgraph: dict | None) -> list[list[str]]:
@@ -153,6 +154,10 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             lambda_e=r.lambda_e,
             wcr_alpha=r.wcr_alpha,
             force_final=g.force_final,
+            protocol=cfg.solver.protocol,
+            pcar_lambda_base=cfg.solver.pcar_lambda_base,
+            pcar_lambda_max=cfg.solver.pcar_lambda_max,
+            pcar_delta=cfg.solver.pcar_delta,
         )
         res = solve(gen, ctx.retriever, tasks, ctx.shots, settings, ctx.render)
         solved = dict(zip(solve_idx, res, strict=True))
@@ -194,7 +199,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         index_fingerprint=ctx.retriever.fingerprint,
         config_hash=cfg.config_hash(),
     )
-    curriculum, pro_rows, rollouts, samples = [], [], [], []
+    curriculum, pro_rows, rollouts, samples, segments = [], [], [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
         roll = proposed[i].rollout
@@ -234,10 +239,11 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         pro_rows.append(proposer_row(scored, pro_settings, ctx.run_id, now))
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
+            segments += [{**row, "run_id": ctx.run_id} for row in sol.segments]
         if ver:
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
-    return ShardOutput(curriculum, pro_rows, rollouts, samples)
+    return ShardOutput(curriculum, pro_rows, rollouts, samples, segments)
 
 
 def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
@@ -293,6 +299,7 @@ def run_generation(
             ("proposer_rollouts", out.proposer_rollouts),
             ("solver_rollouts", out.solver_rollouts),
             ("verifier_samples", out.verifier_samples),
+            ("evalact_segments", out.evalact_segments),
         ):
             files.append(
                 ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)

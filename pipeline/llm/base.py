@@ -53,6 +53,47 @@ class Generator(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One completion with the policy's entropy (nats) at each sampled token.
+
+    `exact` is True when each entropy is −Σ p log p over the full vocabulary (temperature 1,
+    before any guide's mask); False when it is the top-`top_k` approximation of
+    `process_rewards.token_entropy_topk` (the unseen tail lumped into one outcome: a lower
+    bound). Entropies are per generated token, EOS excluded; the transformers backend also
+    counts the tokens of a stop string cut from `text`, servers report only the returned text's.
+    """
+
+    text: str
+    token_entropies: tuple[float, ...]
+    exact: bool
+    top_k: int | None = None
+
+    @property
+    def mean_entropy(self) -> float | None:
+        """H_a: the mean over the completion's tokens (ARR §3.2), None without tokens."""
+        h = self.token_entropies
+        return sum(h) / len(h) if h else None
+
+
+@runtime_checkable
+class EntropyGenerator(Generator, Protocol):
+    """A Generator that can also return per-token entropies, on request per call: plain
+    `generate` calls compute and send nothing extra."""
+
+    def generate_with_entropy(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+        top_k: int = 5,
+    ) -> list[list[Completion]]:
+        """As `generate`, each completion with its token entropies. `top_k` is the number of
+        log-probs per token a backend without full distributions asks for (vLLM, HTTP; 5 is
+        the most OpenAI's completions API and our server return)."""
+        ...
+
+
 def check_guides(prompts: Sequence[str], guides: Sequence[str | None] | None) -> list | None:
     """`guides` as a list aligned with `prompts`, or None when no prompt is guided."""
     if guides is None:

@@ -42,7 +42,8 @@ from pipeline.core.http import (
     ServerUnreachableError,
     normalize_base_url,
 )
-from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.entropy import token_entropy_topk
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,44 @@ class HTTPGenerator:
         extension of the completions API, which our server also reads); one request carries
         prompts of one guide only.
         """
+        choices = self._complete(prompts, params, guides, None)
+        return [[cut_at_stop(c.get("text") or "", params.stop) for c in row] for row in choices]
+
+    def generate_with_entropy(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+        top_k: int = 5,
+    ) -> list[list[Completion]]:
+        """As `generate`, asking for `logprobs=top_k`; each token's entropy is approximated from
+        its `top_logprobs` (the unseen tail lumped into one outcome, a lower bound: see
+        `llm/entropy.token_entropy_topk`). OpenAI's completions API and our server allow
+        k <= 5, vLLM up to its `max_logprobs` (20). Tokens are those the server reports for the
+        returned (stop-cut) text; a choice without `top_logprobs` is an LLMServerError."""
+        url = f"{self.base_url}/v1/completions"
+        out: list[list[Completion]] = []
+        for row in self._complete(prompts, params, guides, top_k):
+            done = []
+            for c in row:
+                lp = c.get("logprobs") or {}
+                tops = lp.get("top_logprobs")
+                if not isinstance(tops, list):
+                    raise LLMServerError(url, 200, "a choice came back without top_logprobs")
+                ents = tuple(token_entropy_topk(list((t or {}).values())) for t in tops)
+                text = cut_at_stop(c.get("text") or "", params.stop)
+                done.append(Completion(text, ents, exact=False, top_k=top_k))
+            out.append(done)
+        return out
+
+    def _complete(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None,
+        logprobs: int | None,
+    ) -> list[list[dict]]:
+        """The raw choices, `params.n` per prompt, from as few requests as the guides allow."""
         prompts = list(prompts)
         if not prompts:
             return []
@@ -218,6 +257,7 @@ class HTTPGenerator:
                 "stop": list(params.stop) or None,
                 "seed": params.seed,
                 **({"structured_outputs": {"regex": guide}} if guide is not None else {}),
+                **({"logprobs": logprobs} if logprobs is not None else {}),
             }
             for guide, chunk in chunks
         ]
@@ -233,12 +273,11 @@ class HTTPGenerator:
             raise LLMServerError(
                 exc.url, exc.status, f"guide {bad[0]!r}: {exc.server_message}", exc.attempts
             ) from exc
-        out: list[list[str]] = [[] for _ in prompts]
+        out: list[list[dict]] = [[] for _ in prompts]
         for (_, chunk), res in zip(chunks, results, strict=True):
             choices = self._choices(res, len(chunk) * n, url)
-            texts = [cut_at_stop(c.get("text") or "", params.stop) for c in choices]
             for k, i in enumerate(chunk):
-                out[i] = texts[k * n : (k + 1) * n] * (params.n // n)
+                out[i] = choices[k * n : (k + 1) * n] * (params.n // n)
         return out
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:

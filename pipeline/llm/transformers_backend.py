@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.core.model_refs import resolve_llm
-from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
 from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
@@ -137,10 +137,31 @@ class TransformersGenerator:
         which other prompts share its call or batch. A guided row samples only tokens its
         regex allows (llguidance computes the mask) and ends when the regex is complete.
         """
+        return [[c.text for c in row] for row in self._generate(prompts, params, guides, False)]
+
+    @torch.inference_mode()
+    def generate_with_entropy(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+        top_k: int = 5,
+    ) -> list[list[Completion]]:
+        """As `generate`, with the exact entropy of the model's full next-token distribution
+        (temperature 1, before a guide's mask) at every sampled token; `top_k` is unused."""
+        return self._generate(prompts, params, guides, True)
+
+    def _generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None,
+        entropy: bool,
+    ) -> list[list[Completion]]:
         guides = check_guides(prompts, guides)
-        out: list[list[str]] = [[] for _ in prompts]
+        out: list[list[Completion]] = [[] for _ in prompts]
         if params.max_tokens <= 0:
-            return [[""] * params.n for _ in prompts]
+            return [[Completion("", (), exact=True)] * params.n for _ in prompts]
         # Rows decoded together stay within batch_size: batch_size // n prompts at a time.
         per_batch = max(1, self.batch_size // params.n)
         enc = self.tokenizer(list(prompts), truncation=True, max_length=self.max_prompt_tokens)
@@ -162,9 +183,9 @@ class TransformersGenerator:
             matchers = None
             if guides:
                 matchers = [self._matcher(guides[i]) for i in idx for _ in range(params.n)]
-            texts = self._generate_batch([ids[i] for i in idx], params, rngs, matchers)
-            for j, t in enumerate(texts):
-                out[idx[j // params.n]].append(t)
+            done = self._generate_batch([ids[i] for i in idx], params, rngs, matchers, entropy)
+            for j, c in enumerate(done):
+                out[idx[j // params.n]].append(c)
         return out
 
     def _generate_batch(
@@ -173,7 +194,8 @@ class TransformersGenerator:
         params: SamplingParams,
         rngs: list | None,
         matchers: list | None = None,
-    ) -> list[str]:
+        entropy: bool = False,
+    ) -> list[Completion]:
         n, st = params.n, self.stats
         share = self.share_prefix
         if not share:  # every sample prefills its own copy of its prompt
@@ -235,10 +257,14 @@ class TransformersGenerator:
         stops = tuple(s for s in params.stop if s)
         eos = self._eos_ids()
         tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        ents: list[list[float]] = [[] for _ in range(n_rows)]
         texts = [""] * n_rows
         alive = list(range(n_rows))  # original row of each batch row
         while True:
             checkpoint()  # a cancelled request (the server's) stops between decode steps
+            if entropy:  # the policy's own distribution: before the guide's mask
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                step_h = (-(logp.exp() * logp).nan_to_num().sum(-1)).tolist()
             if matchers:
                 self._mask(logits, [matchers[a] for a in alive])
             nxt = sample_next(logits, params, [rngs[a] for a in alive] if rngs else None).tolist()
@@ -248,12 +274,14 @@ class TransformersGenerator:
                 if tok in eos:
                     continue
                 tokens[a].append(tok)
-                if matchers and matchers[a] is not None and not _advance(matchers[a], tok):
-                    continue  # the regex is complete (or broken): nothing more may follow
-                if stops:
+                if entropy:
+                    ents[a].append(step_h[b])
+                if stops:  # decoded before the guide check: a regex's last token is kept too
                     texts[a] = self.tokenizer.decode(tokens[a], skip_special_tokens=True)
                     if any(s in texts[a] for s in stops):
                         continue
+                if matchers and matchers[a] is not None and not _advance(matchers[a], tok):
+                    continue  # the regex is complete (or broken): nothing more may follow
                 if len(tokens[a]) < params.max_tokens:
                     keep.append(b)
             st["row_steps"] += len(alive)
@@ -276,7 +304,10 @@ class TransformersGenerator:
         st["padded_row_steps"] += n_rows * max(len(t) for t in tokens)
         if not stops:  # with stop strings, texts[] already holds every row's decoded tokens
             texts = [self.tokenizer.decode(t, skip_special_tokens=True) for t in tokens]
-        return [cut_at_stop(text, params.stop) for text in texts]
+        return [
+            Completion(cut_at_stop(text, params.stop), tuple(h), exact=True)
+            for text, h in zip(texts, ents, strict=True)
+        ]
 
     def _matcher(self, regex: str | None):
         """A fresh llguidance matcher for one guided row (None: unguided)."""

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import BadInputError, first_line
-from pipeline.llm.base import SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.entropy import token_entropy_topk
 
 log = logging.getLogger(__name__)
 
@@ -283,8 +284,14 @@ class VLLMGenerator:
             **config_engine_kwargs(llm, seed),
         )
 
-    def _params(self, params: SamplingParams, regex: str | None = None):
-        extra = {} if regex is None else {"structured_outputs": self._structured(regex=regex)}
+    def _params(
+        self, params: SamplingParams, regex: str | None = None, logprobs: int | None = None
+    ):
+        extra: dict[str, Any] = {}
+        if regex is not None:
+            extra["structured_outputs"] = self._structured(regex=regex)
+        if logprobs is not None:
+            extra["logprobs"] = logprobs  # raw model log-probs (vLLM's default logprobs_mode)
         return self._vllm.SamplingParams(
             n=1 if params.temperature == 0 else params.n,  # vLLM refuses n > 1 when greedy
             temperature=params.temperature,
@@ -347,13 +354,53 @@ class VLLMGenerator:
         guides: Sequence[str | None] | None = None,
     ) -> list[list[str]]:
         """One engine call; guided prompts get their own SamplingParams (vLLM takes a list)."""
+        outputs = self._outputs(prompts, params, guides, None)
+        copies = params.n if params.temperature == 0 else 1  # n greedy samples are one
+        return [[cut_at_stop(o.text, params.stop) for o in out.outputs] * copies for out in outputs]
+
+    def generate_with_entropy(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+        top_k: int = 5,
+    ) -> list[list[Completion]]:
+        """As `generate`, with `logprobs=top_k`: each token's entropy is approximated from its
+        top-k log-probs (tail lumped, a lower bound: `llm/entropy.token_entropy_topk`). vLLM
+        adds the sampled token when it is outside the top k; it then counts as seen mass."""
+        outputs = self._outputs(prompts, params, guides, top_k)
+        copies = params.n if params.temperature == 0 else 1
+        return [
+            [
+                Completion(
+                    cut_at_stop(o.text, params.stop),
+                    tuple(
+                        token_entropy_topk([lp.logprob for lp in pos.values()])
+                        for pos in (o.logprobs or ())
+                    ),
+                    exact=False,
+                    top_k=top_k,
+                )
+                for o in out.outputs
+            ]
+            * copies
+            for out in outputs
+        ]
+
+    def _outputs(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None,
+        logprobs: int | None,
+    ) -> list:
         if not prompts:
             return []
         guides = check_guides(prompts, guides)
         if guides is None:
-            sp: Any = self._params(params)
+            sp: Any = self._params(params, logprobs=logprobs)
         else:
-            by_regex = {g: self._params(params, g) for g in dict.fromkeys(guides)}
+            by_regex = {g: self._params(params, g, logprobs) for g in dict.fromkeys(guides)}
             sp = [by_regex[g] for g in guides]
         inputs = self._inputs(prompts, params.max_tokens)  # its own error is not a guide's
         try:
@@ -364,8 +411,7 @@ class VLLMGenerator:
             # vLLM validates every request before running any, and its grammar compilers do
             # not always quote the regex: find the guide it refuses, alone.
             raise ValueError(f"guide {self._refused_guide(by_regex)!r}: {exc}") from exc
-        copies = params.n if params.temperature == 0 else 1  # n greedy samples are one
-        return [[cut_at_stop(o.text, params.stop) for o in out.outputs] * copies for out in outputs]
+        return outputs
 
     def _refused_guide(self, by_regex: dict) -> str | None:
         for g, sp in by_regex.items():
