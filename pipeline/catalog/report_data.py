@@ -11,6 +11,8 @@ from typing import Any
 import duckdb
 import yaml
 
+from pipeline.catalog.store import StoreError
+
 FUNNEL_STAGES = ("generated", "valid", "verbatim", "v_positive", "not_contaminated")
 FUNNEL_LABELS = {
     "generated": "generated",
@@ -103,6 +105,13 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     ).fetchall()
 
     f = _dicts(con, "SELECT * FROM funnel WHERE run_id = ?", p)
+    stale = [s for s in FUNNEL_STAGES if f and s not in f[0]]
+    if stale:
+        raise StoreError(
+            f"the catalog's views predate this release (its funnel has no {', '.join(stale)}); "
+            "refresh the catalog by rerunning `curriculum nightly` for the run (it resumes and "
+            "re-lands), then write the report"
+        )
     funnel = {s: int(f[0][s]) if f else 0 for s in FUNNEL_STAGES}
     mean_v = f[0]["mean_v"] if f else None
     mean_reward = f[0]["mean_proposer_reward"] if f else None
