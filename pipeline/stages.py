@@ -23,7 +23,6 @@ from pipeline.llm import make_generator
 from pipeline.llm.cache import default_cache_path
 from pipeline.llm.chat import make_renderer
 from pipeline.retrieval import make_retriever
-from pipeline.retrieval.embedding import Embedder
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
@@ -64,15 +63,15 @@ def generate_stage(
     plan = make_plan(cfg, store, index.dir, run_id, graphs)
     status = "failed"
     try:
-        embedder = Embedder.from_config(cfg)
         gen = GenerationContext(
             cfg=cfg,
             store=store,
             generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
-            retriever=make_retriever(cfg, index.dir, embedder),
+            # the local backend loads the embedder itself; http queries the shared server
+            retriever=make_retriever(cfg, index.dir),
             run_id=run_id,
             run_date=record["run_date"],
-            embedder_model=embedder.model_ref,
+            embedder_model=cfg.embedding.model,  # what Embedder.from_config loads
             subgraphs={sg["subgraph_id"]: sg for sg in graphs},
             render=make_renderer(cfg),
         )

@@ -159,10 +159,6 @@ class ArtifactDir:
 
     path: Path
 
-    @classmethod
-    def under(cls, parent: Path, ident: Mapping[str, Any], prefix: str = "") -> ArtifactDir:
-        return cls(Path(parent) / f"{prefix}{content_key(ident)}")
-
     @property
     def key(self) -> str:
         return self.path.name
