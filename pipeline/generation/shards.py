@@ -11,7 +11,7 @@ import datetime as dt
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from tqdm import tqdm
 
@@ -78,11 +78,17 @@ class GenerationContext:
 
 @dataclass
 class ShardOutput:
+    """One shard's rows, one field per sharded table (the field name is the table name), so
+    a step that adds a table adds a field here and the shard is written and committed whole."""
+
     curriculum: list[dict]
     proposer_rollouts: list[dict]
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
     evalact_segments: list[dict] = field(default_factory=list)  # solver.protocol=evalact
+
+    def tables(self) -> dict[str, list[dict]]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _waypoints(subgraph: dict | None) -> list[list[str]]:
@@ -293,17 +299,10 @@ def run_generation(
             log.info("stop requested; %d shards left for the next run", n_shards - shard)
             break
         out = process_shard(ctx, shard, plan.items[shard * size : (shard + 1) * size])
-        files: list[ShardFile] = []
-        for table, rows in (
-            ("curriculum", out.curriculum),
-            ("proposer_rollouts", out.proposer_rollouts),
-            ("solver_rollouts", out.solver_rollouts),
-            ("verifier_samples", out.verifier_samples),
-            ("evalact_segments", out.evalact_segments),
-        ):
-            files.append(
-                ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)
-            )
+        files: list[ShardFile] = [
+            ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)
+            for table, rows in out.tables().items()
+        ]
         ctx.store.commit(ctx.run_id, shard_name(shard), files)
         bar.update(len(out.curriculum))
         written += 1
