@@ -14,6 +14,7 @@ import typer
 from cli.sql_output import Format
 from pipeline.core.config import ConfigError, load_config
 from pipeline.core.errors import BadInputError
+from pipeline.executors.base import ExecutorError
 
 ProfileOpt = Annotated[
     str, typer.Option("--profile", "-p", help="YAML profile path or name under configs/.")
@@ -64,6 +65,8 @@ def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
         yield
     except BadInputError as exc:
         fail(str(exc), exc.hint or hint)
+    except ExecutorError as exc:
+        fail(str(exc), exc.hint)
     except KeyboardInterrupt:
         typer.secho(aborted, fg="yellow", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -28,6 +28,7 @@ from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
 from pipeline.core.config import ConfigError, load_config
 from pipeline.core.errors import BadInputError
+from pipeline.executors.base import ExecutorError
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -114,6 +115,8 @@ def nightly_command(
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except BadInputError as exc:
         fail(str(exc), exc.hint or INPUT_HINT)
+    except ExecutorError as exc:
+        fail(str(exc), exc.hint)
     except KeyboardInterrupt:
         typer.secho(
             "aborted: the shard in progress was discarded, committed shards are kept; resume "

@@ -6,12 +6,15 @@ from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
 from pipeline.core.config import load_config
+from pipeline.executors import open_executor
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 
 
 @task(name="build-index", **RETRY)
 def build_index_task(cfg) -> IndexArtifacts:
-    return ensure_index(cfg)
+    # The embedding shards run on the configured executor (Ray workers with executor.kind=ray).
+    with open_executor(cfg) as executor:
+        return ensure_index(cfg, executor=executor)
 
 
 @flow(name="build-index", log_prints=True)

@@ -17,7 +17,8 @@ from pipeline.catalog.runs import choose_run
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
 from pipeline.core.run_control import StopRequest, store_run_lock
-from pipeline.generation.shards import GenerationReport
+from pipeline.executors import open_executor
+from pipeline.generation.run import GenerationReport
 from pipeline.kg.extract import ExtractResult
 from pipeline.retrieval.index_build import IndexArtifacts
 from pipeline.run_context import RunContext
@@ -114,12 +115,20 @@ def nightly(
     choice = choose_run(store, cfg, run_id)
     stop = StopRequest()
     # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.
-    with store_run_lock(store.root, choice.run_id), stop.installed():
+    # The executor (executor.kind) runs the embedding and generation shards.
+    with (
+        store_run_lock(store.root, choice.run_id),
+        stop.installed(),
+        open_executor(cfg) as executor,
+    ):
         if choice.message():
             get_run_logger().warning(choice.message())
-        ctx = RunContext.open(cfg, choice.run_id, store)
+        ctx = RunContext.open(cfg, choice.run_id, store, executor)
         log = get_run_logger()
-        log.info("run %s (profile %s, config %s)", ctx.run_id, cfg.profile, cfg.config_hash())
+        log.info(
+            "run %s (profile %s, config %s, executor %s)",
+            ctx.run_id, cfg.profile, cfg.config_hash(), executor.kind,
+        )  # fmt: skip
         index = index_task(ctx)
         subgraphs = kg_task(ctx)
         generate_task(ctx, index, subgraphs, stop)

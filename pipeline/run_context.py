@@ -9,11 +9,12 @@ GenerationReport, RunSummary) carries what later stages need, so nothing is re-d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.catalog.store import Store
 from pipeline.core.config import PipelineConfig
+from pipeline.executors.base import Executor, LocalExecutor
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
 
 
@@ -23,11 +24,21 @@ class RunContext:
     store: Store
     run_id: str
     corpus: CorpusFile
+    # Where the stages' shards run (generation, the index's embedding pass): chosen by the
+    # caller from `executor:` (flows use pipeline.executors.make_executor).
+    executor: Executor = field(default_factory=LocalExecutor)
 
     @classmethod
-    def open(cls, cfg: PipelineConfig, run_id: str, store: Store | None = None) -> RunContext:
+    def open(
+        cls,
+        cfg: PipelineConfig,
+        run_id: str,
+        store: Store | None = None,
+        executor: Executor | None = None,
+    ) -> RunContext:
         """The context of run `run_id`; hashes the corpus (once for the whole run)."""
-        return cls(cfg, store or Store.from_config(cfg), run_id, locate_corpus(cfg))
+        store = store or Store.from_config(cfg)
+        return cls(cfg, store, run_id, locate_corpus(cfg), executor or LocalExecutor())
 
     @property
     def run_dir(self) -> Path:

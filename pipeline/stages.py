@@ -17,12 +17,8 @@ import pyarrow.compute as pc
 from pipeline.catalog.runs import finish_run, start_run
 from pipeline.catalog.store import connect_readonly
 from pipeline.core.io import utcnow
-from pipeline.generation.shards import GenerationContext, GenerationReport, run_generation
+from pipeline.generation.run import GenerationReport, GenerationStep, run_generation
 from pipeline.kg import extract as kg
-from pipeline.llm import make_generator
-from pipeline.llm.cache import default_cache_path
-from pipeline.llm.chat import make_renderer
-from pipeline.retrieval import make_retriever
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
@@ -32,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     """Build or reuse the index; the corpus lines it rejected are listed in this run's rejects."""
-    art = ensure_index(ctx.cfg, progress=progress, corpus=ctx.corpus)
+    art = ensure_index(ctx.cfg, progress=progress, corpus=ctx.corpus, executor=ctx.executor)
     rejects = art.rejects()
     if rejects and "corpus" not in ctx.store.completed_shards(ctx.run_id, verify=False):
         rows = [{**r, "run_id": ctx.run_id} for r in rejects]
@@ -55,7 +51,8 @@ def generate_stage(
     on_shard: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> GenerationReport:
-    """Draw (or reload) the run's plan from the selector and generate every missing shard."""
+    """Draw (or reload) the run's plan from the selector and generate every missing shard on
+    the run's executor (this process, or Ray workers that each load their models once)."""
     cfg, store, run_id = ctx.cfg, ctx.store, ctx.run_id
     n_shards = -(-cfg.generation.num_sources // cfg.generation.shard_size)
     record = start_run(store, cfg, run_id, n_shards)
@@ -63,20 +60,16 @@ def generate_stage(
     plan = make_plan(cfg, store, index.dir, run_id, graphs)
     status = "failed"
     try:
-        gen = GenerationContext(
+        step = GenerationStep(
             cfg=cfg,
             store=store,
-            generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
-            # the local backend loads the embedder itself; http queries the shared server
-            retriever=make_retriever(cfg, index.dir),
             run_id=run_id,
             run_date=record["run_date"],
-            embedder_model=cfg.embedding.model,  # what Embedder.from_config loads
+            index_dir=index.dir,
             subgraphs={sg["subgraph_id"]: sg for sg in graphs},
-            render=make_renderer(cfg),
         )
         try:
-            report = run_generation(gen, plan, on_shard=on_shard, should_stop=should_stop)
+            report = run_generation(step, plan, ctx.executor, on_shard, should_stop)
         except KeyboardInterrupt:
             status = "stopped"  # committed shards stay; the rest is redone on resume
             raise

@@ -25,6 +25,8 @@ CONFIG_HASH_VERSION = 2
 UNHASHED: dict = {
     "sql": True,
     "quality": True,
+    # Where shards run: every executor gives the same records, so a run resumes on either.
+    "executor": True,
     "llm": {"serve": True},
     "retrieval": {
         "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes",
@@ -265,6 +267,36 @@ class SolverConfig(_Section):
         return v
 
 
+class ExecutorConfig(_Section):
+    """Where the shards of generation and of the index's embedding pass run. Records do not
+    depend on it (same plan, same per-shard seeds), so the section is left out of the config
+    hash and a run started on one executor resumes on another."""
+
+    # local: in this process, one shard after another. ray: long-lived actors on a Ray
+    # cluster, each loading its generator / retriever / embedder once.
+    kind: Literal["local", "ray"] = "local"
+    # ray: "auto" (the cluster this machine belongs to), "host:port" of a running head
+    # (`ray start --head`), or null to start a local cluster for the run.
+    address: str | None = None
+    workers: int = Field(1, ge=1)
+    # Resources each worker holds: one GPU per worker for vLLM or the embedder on GPUs.
+    num_cpus: float = Field(1.0, ge=0)
+    num_gpus: float = Field(0.0, ge=0)
+    # A shard whose worker dies is re-queued; after this many losses the run fails.
+    max_unit_attempts: int = Field(3, ge=1)
+    # Dead workers are replaced (a lost node's share moves to the nodes left) at most so often.
+    max_replacements: int = Field(8, ge=0)
+    # Seconds without any worker ready (placing actors, loading models) before giving up.
+    setup_timeout_s: float = Field(900.0, gt=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _address_is_for_ray(self) -> ExecutorConfig:
+        if self.kind == "local" and self.address:
+            raise ValueError("executor.address is set but executor.kind is local; set kind=ray")
+        return self
+
+
 class StoreConfig(_Section):
     out_dir: str = "data/out"
     catalog: str = "data/out/curriculum.duckdb"
@@ -345,6 +377,7 @@ class PipelineConfig(_Section):
     rewards: RewardConfig = RewardConfig()
     solver: SolverConfig = SolverConfig()
     store: StoreConfig = StoreConfig()
+    executor: ExecutorConfig = ExecutorConfig()
     sql: SQLConfig = SQLConfig()
     quality: QualityConfig = QualityConfig()
 

@@ -10,16 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from tqdm import tqdm
-
-from pipeline.agents.prompts import (
-    FewShot,
-    load_few_shot,
-    render_path,
-)
+from pipeline.agents.prompts import FewShot, render_path
 from pipeline.agents.proposer import (
     Proposal,
     ProposerSettings,
@@ -40,13 +34,13 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.catalog.store import ShardFile, Store
+from pipeline.catalog.store import Store
 from pipeline.core.io import utcnow
 from pipeline.generation.records import Provenance, Scored, curriculum_row, proposer_row
 from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
-from pipeline.selector.run_plan import Plan, PlanItem
+from pipeline.selector.run_plan import PlanItem
 
 log = logging.getLogger(__name__)
 
@@ -258,55 +252,3 @@ def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
     if ok and copies_example(p.question, shots):
         return False, "copies_few_shot_example"
     return ok, reason
-
-
-@dataclass
-class GenerationReport:
-    shards_planned: int
-    shards_done_before: int
-    shards_written: int
-
-
-def shard_name(shard: int) -> str:
-    return f"{shard:05d}"
-
-
-def run_generation(
-    ctx: GenerationContext,
-    plan: Plan,
-    on_shard: Callable[[int, int], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> GenerationReport:
-    """Process every shard of the plan that is not yet committed; commit each atomically.
-
-    A stop request (or Ctrl-C) between shards keeps every committed shard; an interrupted
-    shard is never committed and is redone by the next run with the same run id.
-    """
-    cfg = ctx.cfg
-    ctx.shots = ctx.shots or load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
-    size = cfg.generation.shard_size
-    n_shards = (len(plan.items) + size - 1) // size
-    planned = {shard_name(i) for i in range(n_shards)}
-    done = ctx.store.completed_shards(ctx.run_id) & planned
-    written = 0
-    # Records of this run, committed shard by shard (on a terminal; tqdm skips non-TTYs).
-    bar = tqdm(total=len(plan.items), unit=" records", desc="generation", disable=None)
-    bar.update(min(len(done) * size, len(plan.items)))
-    for shard in range(n_shards):
-        if shard_name(shard) in done:
-            continue
-        if should_stop and should_stop():
-            log.info("stop requested; %d shards left for the next run", n_shards - shard)
-            break
-        out = process_shard(ctx, shard, plan.items[shard * size : (shard + 1) * size])
-        files: list[ShardFile] = [
-            ctx.store.write_shard(table, ctx.run_id, ctx.run_date, shard_name(shard), rows)
-            for table, rows in out.tables().items()
-        ]
-        ctx.store.commit(ctx.run_id, shard_name(shard), files)
-        bar.update(len(out.curriculum))
-        written += 1
-        if on_shard:
-            on_shard(shard, n_shards)
-    bar.close()
-    return GenerationReport(n_shards, len(done), written)

@@ -2,7 +2,9 @@
 
 Shards are memory-mapped `.npy` files listed in a manifest; a rebuild skips every shard whose
 file exists with the recorded checksum, so an interrupted build resumes at the first gap and
-peak memory is one shard regardless of corpus size.
+peak memory is one shard regardless of corpus size. Each shard is one unit of an executor
+(`EmbedStep`): in this process, or on Ray workers (one per GPU) that each load the model once;
+the caller alone writes the manifest, after each shard arrives.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +25,7 @@ from tqdm import tqdm
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import atomic_path, sha256_file, write_parquet_atomic
 from pipeline.core.model_refs import resolve_embedder
+from pipeline.executors.base import Executor, LocalExecutor, WorkerStatus
 from schemas.tables import EMBEDDINGS_MANIFEST
 
 log = logging.getLogger(__name__)
@@ -51,7 +55,9 @@ class Embedder:
         self.query_prompt = query_prompt
         self.passage_prompt = passage_prompt
         self.batch_size = batch_size
+        self.max_length = max_length
         self.normalize = normalize
+        self.device = device
         self.model = SentenceTransformer(resolve_embedder(model), device=device)
         self.model.max_seq_length = max_length
         self.dim = int(self.model.get_embedding_dimension())
@@ -71,6 +77,18 @@ class Embedder:
             e.normalize,
             e.device,
         )
+
+    def spec(self) -> dict[str, Any]:
+        """The constructor arguments: what a worker needs to load the same embedder."""
+        return {
+            "model": self.model_ref,
+            "query_prompt": self.query_prompt,
+            "passage_prompt": self.passage_prompt,
+            "batch_size": self.batch_size,
+            "max_length": self.max_length,
+            "normalize": self.normalize,
+            "device": self.device,
+        }
 
     def _encode(
         self, texts: Sequence[str], prompt: str, progress: bool, pool: bool = False
@@ -133,6 +151,74 @@ class EmbedResult:
     embedded_shards: int  # how many shards were computed in this call (rest reused)
 
 
+@dataclass(frozen=True)
+class EmbedShard:
+    """Rows [start, end) of the passages table -> emb-NNNNN.npy."""
+
+    shard: int
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return f"emb-{self.shard:05d}"
+
+
+class EmbedStep:
+    """One embedding shard per unit. In this process it uses the embedder it was given; on a
+    worker it loads the same model (`Embedder.spec`) once, in `setup()`."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        passages_path: Path,
+        out_dir: Path,
+        fingerprint: str,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        self.spec = embedder.spec()
+        self.embedder: Embedder | None = embedder
+        self.passages_path, self.out_dir, self.fingerprint = passages_path, out_dir, fingerprint
+        self.on_chunk = on_chunk  # the caller's progress bar (in this process only)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "embedder": None, "on_chunk": None}
+
+    def setup(self) -> None:
+        if self.embedder is None:
+            self.embedder = Embedder(**self.spec)
+
+    def run(self, unit: EmbedShard) -> dict:
+        assert self.embedder is not None, "setup() first"
+        texts = read_passage_texts(self.passages_path, unit.start, unit.end)
+        parts = []
+        for i in range(0, len(texts), PROGRESS_CHUNK):  # chunked so the bar shows rate and ETA
+            parts.append(self.embedder.encode_passages(texts[i : i + PROGRESS_CHUNK]))
+            if self.on_chunk:
+                self.on_chunk(len(parts[-1]))
+        vecs = np.concatenate(parts)
+        name = f"{unit.name}.npy"
+        with atomic_path(self.out_dir / name) as tmp:
+            np.save(tmp, vecs)
+        return {
+            "shard": unit.shard,
+            "path": name,
+            "row_start": unit.start,
+            "row_end": unit.end,
+            "dim": int(vecs.shape[1]),
+            "model": self.spec["model"],
+            "passage_prompt": self.spec["passage_prompt"],
+            "normalized": self.spec["normalize"],
+            "sha256": sha256_file(self.out_dir / name),
+            "corpus_fingerprint": self.fingerprint,
+            "created_at": dt.datetime.now(dt.UTC),
+        }
+
+    def close(self) -> None:
+        if self.embedder is not None:
+            self.embedder.close()
+
+
 def embed_corpus(
     embedder: Embedder,
     passages_path: Path,
@@ -140,8 +226,11 @@ def embed_corpus(
     shard_size: int,
     fingerprint: str,
     progress: bool = True,
+    executor: Executor | None = None,
 ) -> EmbedResult:
-    """Embed the passages table into shard files under out_dir, resuming finished shards."""
+    """Embed the passages table into shard files under out_dir, resuming finished shards;
+    the missing shards run on `executor` (this process by default)."""
+    executor = executor or LocalExecutor()
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = out_dir / "embeddings_manifest.parquet"
     done: dict[int, dict] = {}
@@ -160,66 +249,55 @@ def embed_corpus(
             if ok:
                 done[row["shard"]] = row
     n_shards = (rows + shard_size - 1) // shard_size
-    computed = 0
-    todo = sum(
-        min(rows, (k + 1) * shard_size) - k * shard_size for k in range(n_shards) if k not in done
-    )
-    bar = tqdm(total=todo, unit="passage", desc="embedding", disable=not progress or todo == 0)
-    for shard, start, end, texts in _shard_texts(passages_path, shard_size, skip=set(done)):
-        log.info("embedding shard %d/%d (rows %d-%d)", shard + 1, n_shards, start, end)
-        parts = []
-        for i in range(0, len(texts), PROGRESS_CHUNK):  # chunked so the bar shows rate and ETA
-            parts.append(embedder.encode_passages(texts[i : i + PROGRESS_CHUNK]))
-            bar.update(len(parts[-1]))
-        vecs = np.concatenate(parts)
-        name = f"emb-{shard:05d}.npy"
-        with atomic_path(out_dir / name) as tmp:
-            np.save(tmp, vecs)
-        done[shard] = {
-            "shard": shard,
-            "path": name,
-            "row_start": start,
-            "row_end": end,
-            "dim": int(vecs.shape[1]),
-            "model": embedder.model_ref,
-            "passage_prompt": embedder.passage_prompt,
-            "normalized": embedder.normalize,
-            "sha256": sha256_file(out_dir / name),
-            "corpus_fingerprint": fingerprint,
-            "created_at": dt.datetime.now(dt.UTC),
-        }
-        computed += 1
-        # Rewrite the manifest after every shard so a crash loses at most the shard in flight.
+    todo = [
+        EmbedShard(k, k * shard_size, min(rows, (k + 1) * shard_size))
+        for k in range(n_shards)
+        if k not in done
+    ]
+    total = sum(u.end - u.start for u in todo)
+    bar = tqdm(total=total, unit="passage", desc="embedding", disable=not progress or not total)
+    local = executor.kind == "local"
+    step = EmbedStep(embedder, passages_path, out_dir, fingerprint, bar.update if local else None)
+
+    def commit(unit: EmbedShard, row: dict, worker: WorkerStatus) -> None:
+        done[unit.shard] = row
+        if not local:
+            bar.update(unit.end - unit.start)
+            log.info("embedding shard %d/%d done (worker %d on %s)",
+                     unit.shard + 1, n_shards, worker.worker, worker.node)  # fmt: skip
+        # Rewrite the manifest after every shard so a crash loses at most the shards in flight.
         entries = [done[k] for k in sorted(done)]
         write_parquet_atomic(
             manifest_path, pa.Table.from_pylist(entries, schema=EMBEDDINGS_MANIFEST)
         )
-    bar.close()
+
+    try:
+        computed = executor.map(step, todo, commit)
+    finally:
+        bar.close()
     log.info("embeddings: %d shards computed, %d reused", computed, n_shards - computed)
     return EmbedResult(
         [out_dir / done[k]["path"] for k in range(n_shards)], embedder.dim, rows, computed
     )
 
 
-def _shard_texts(passages_path: Path, shard_size: int, skip: set[int]):
-    """Stream (shard, start, end, texts) in exact shard_size chunks; one shard in memory."""
+def read_passage_texts(passages_path: Path, start: int, end: int) -> list[str]:
+    """The embedded texts of rows [start, end), reading only the row groups that hold them
+    (the corpus loader writes groups of at most 50k rows), so a worker reads about a shard."""
     pf = pq.ParquetFile(passages_path)
-    buf: list[str] = []
-    start = 0
-    for batch in pf.iter_batches(columns=["title", "text"], batch_size=min(shard_size, 65_536)):
-        titles, bodies = batch.column(0).to_pylist(), batch.column(1).to_pylist()
-        for t, x in zip(titles, bodies, strict=True):
-            shard = (start + len(buf)) // shard_size
-            buf.append("" if shard in skip else passage_text(t, x))
-            if len(buf) == shard_size:
-                if shard not in skip:
-                    yield shard, start, start + len(buf), buf
-                start += len(buf)
-                buf = []
-    if buf:
-        shard = start // shard_size
-        if shard not in skip:
-            yield shard, start, start + len(buf), buf
+    texts: list[str] = []
+    first = 0
+    for g in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        lo, hi = max(start, first), min(end, first + n)
+        if lo < hi:
+            tbl = pf.read_row_group(g, columns=["title", "text"]).slice(lo - first, hi - lo)
+            titles, bodies = tbl.column(0).to_pylist(), tbl.column(1).to_pylist()
+            texts += [passage_text(t, x) for t, x in zip(titles, bodies, strict=True)]
+        first += n
+        if first >= end:
+            break
+    return texts
 
 
 def load_shards(paths: Sequence[Path]) -> list[np.ndarray]:

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import ArtifactDir, content_key, utcnow, write_parquet_atomic
+from pipeline.executors.base import Executor
 from pipeline.retrieval.corpus import CorpusFile, CorpusReject, load_corpus, locate_corpus
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.faiss_index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
@@ -123,8 +124,10 @@ def ensure_index(
     embedder: Embedder | None = None,
     progress: bool = True,
     corpus: CorpusFile | None = None,
+    executor: Executor | None = None,
 ) -> IndexArtifacts:
-    """Build the index for the configured corpus, or reuse the finished one."""
+    """Build the index for the configured corpus, or reuse the finished one. The embedding
+    shards run on `executor` (this process by default); FAISS training and adding stay here."""
     corpus = corpus or locate_corpus(cfg)
     art = index_dir(cfg, corpus)
     out, key, corpus_path, corpus_sha = art.path, art.key, corpus.path, corpus.sha256
@@ -153,7 +156,9 @@ def ensure_index(
     _save_rejects(out / REJECTS_FILE, rejects, key)
     embedder = embedder or Embedder.from_config(cfg)
     fp = corpus_fingerprint(passages_path)
-    emb = embed_corpus(embedder, passages_path, out / "emb", cfg.embedding.shard_size, fp, progress)
+    emb = embed_corpus(
+        embedder, passages_path, out / "emb", cfg.embedding.shard_size, fp, progress, executor
+    )
     meta = {
         "model": embedder.model_ref,
         "query_prompt": embedder.query_prompt,
