@@ -28,7 +28,7 @@ from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
 from pipeline.core.config import ConfigError, load_config
 from pipeline.core.errors import BadInputError
-from pipeline.executors.base import ExecutorError
+from pipeline.executors.base import ExecutorError, check_address
 
 app = typer.Typer(
     help="Evidence-verified curriculum pipeline for search agents.",
@@ -106,6 +106,7 @@ def nightly_command(
         # holds the lock for the whole run.
         with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id):
             pass
+        check_address(cfg.executor)  # a Ray cluster nobody runs at executor.address
         if choice.message():  # only once the store is free: nothing resumes otherwise
             typer.secho(choice.message(), fg="yellow", err=True)
         from flows.nightly import nightly as nightly_flow

@@ -89,6 +89,7 @@ def test_prefect_yaml_registers_the_scheduled_nightly_deployment(tmp_path):
         run("--no-prompt", "deploy", "--all")
         nightly = json.loads(run("deployment", "inspect", "nightly/nightly", "-o", "json"))
         export = json.loads(run("deployment", "inspect", "export/export", "-o", "json"))
+        on_ray = json.loads(run("deployment", "inspect", "nightly/nightly-ray", "-o", "json"))
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -99,3 +100,13 @@ def test_prefect_yaml_registers_the_scheduled_nightly_deployment(tmp_path):
     assert schedule["schedule"]["cron"] == "0 2 * * *" and schedule["active"]
     assert nightly["global_concurrency_limit"]["limit"] == 1
     assert export["entrypoint"] == "flows/export.py:export" and not export["schedules"]
+    # The cluster variant: same flow, the executor and shared retriever as overrides that
+    # make a valid configuration; its schedule starts paused (one nightly per store).
+    from pipeline.core.config import load_config
+
+    params = on_ray["parameters"]
+    assert on_ray["entrypoint"] == "flows/nightly.py:nightly"
+    cfg = load_config(ROOT / params["profile"], params["overrides"])
+    assert (cfg.executor.kind, cfg.executor.num_gpus, cfg.retrieval.backend) == ("ray", 1, "http")
+    [schedule] = on_ray["schedules"]
+    assert not schedule["active"]

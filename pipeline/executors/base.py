@@ -100,6 +100,34 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+CLUSTER_HINT = (
+    "start one with `ray start --head --port 6379` (and `ray start --address HEAD:6379` on "
+    "the other machines), export the cluster's RAY_AUTH_TOKEN in this shell (Ray's token "
+    "authentication is on by default), or leave executor.address unset to start a local "
+    "cluster for this run"
+)
+
+
+def check_address(executor_cfg: Any) -> None:
+    """Fail in a second when nothing listens at a `host:port` Ray address: `ray.init` would
+    retry it for minutes, logging from C++, before failing. Callers run it before starting
+    anything else (the nightly command: before Prefect)."""
+    address = executor_cfg.address
+    if executor_cfg.kind != "ray" or not address or address == "auto":
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"executor.address {address!r} is not host:port or 'auto'")
+    try:
+        timeout = executor_cfg.connect_timeout_s
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        msg = f"cannot reach the Ray cluster at {address}: {why}"
+        raise ExecutorError(msg, CLUSTER_HINT) from None
+
+
 def this_worker() -> WorkerStatus:
     return WorkerStatus(0, node=socket.gethostname(), pid=os.getpid(), state="ready")
 
@@ -166,6 +194,7 @@ def open_executor(cfg: Any) -> Iterator[Executor]:
 
 
 __all__ = [
+    "CLUSTER_HINT",
     "Executor",
     "ExecutorError",
     "LocalExecutor",
@@ -173,6 +202,7 @@ __all__ = [
     "ShardStep",
     "Unit",
     "WorkerStatus",
+    "check_address",
     "make_executor",
     "open_executor",
 ]

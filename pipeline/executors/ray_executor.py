@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.executors.base import (
+    CLUSTER_HINT,
     ExecutorError,
     OnProgress,
     OnResult,
@@ -28,6 +28,7 @@ from pipeline.executors.base import (
     ShardStep,
     Unit,
     WorkerStatus,
+    check_address,
 )
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,6 @@ FORWARDED_ENV = (
     "HF_HOME",
     "VLLM_CPU_KVCACHE_SPACE",
     "VLLM_LOGGING_STREAM",
-)
-_CLUSTER_HINT = (
-    "start one with `ray start --head --port 6379` (and `ray start --address HEAD:6379` on "
-    "the other machines), export the cluster's RAY_AUTH_TOKEN in this shell (Ray's token "
-    "authentication is on by default), or leave executor.address unset to start a local "
-    "cluster for this run"
 )
 
 
@@ -66,19 +61,6 @@ class _Worker:
         return self.step.run(unit)
 
 
-def _reachable(address: str, timeout: float) -> str | None:
-    """None when host:port accepts a TCP connection, else why not (ray.init would retry an
-    unreachable address for minutes, logging from C++, before failing)."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return f"executor.address {address!r} is not host:port (or 'auto')"
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return None
-    except OSError as exc:
-        return f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}"
-
-
 class RayExecutor:
     kind = "ray"
 
@@ -88,16 +70,13 @@ class RayExecutor:
         self._started_cluster = False
 
     # ---- the cluster ------------------------------------------------------------------
-    def _connect(self) -> None:
+    def connect(self) -> None:
         import ray
 
         if ray.is_initialized():
             return
+        check_address(self.cfg)
         address = self.cfg.address
-        if address and address != "auto":
-            why = _reachable(address, self.cfg.connect_timeout_s)
-            if why:
-                raise ExecutorError(why, hint=_CLUSTER_HINT)
         kwargs: dict[str, Any] = {
             "logging_level": logging.WARNING,
             "runtime_env": {"env_vars": self.env},
@@ -112,7 +91,7 @@ class RayExecutor:
                 self._started_cluster = True
         except (ConnectionError, RuntimeError) as exc:
             where = address or "a new local cluster"
-            raise ExecutorError(f"cannot connect to Ray at {where}: {exc}", _CLUSTER_HINT) from None
+            raise ExecutorError(f"cannot connect to Ray at {where}: {exc}", CLUSTER_HINT) from None
         log.info("Ray cluster: %s", ray.cluster_resources())
 
     def _check_resources(self) -> None:
@@ -148,7 +127,7 @@ class RayExecutor:
         import ray
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
-        self._connect()
+        self.connect()
         self._check_resources()
         c = self.cfg
         actor_cls = ray.remote(_Worker).options(
