@@ -73,13 +73,14 @@ def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
 
 
 def quiet_input_tracebacks() -> None:
-    """Log records about bad input lose their traceback (Prefect logs one per failed task and
-    flow); the CLI prints the error itself as one line. `--debug` does not call this."""
+    """Log records about bad input or an unusable Ray cluster lose their traceback (Prefect
+    logs one per failed task and flow); the CLI prints the error itself as one line.
+    `--debug` does not call this."""
     base = logging.getLogRecordFactory()
 
     def factory(*args, **kwargs) -> logging.LogRecord:
         record = base(*args, **kwargs)
-        if record.exc_info and isinstance(record.exc_info[1], BadInputError):
+        if record.exc_info and isinstance(record.exc_info[1], BadInputError | ExecutorError):
             record.exc_info = None
         return record
 

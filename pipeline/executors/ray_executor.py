@@ -86,8 +86,9 @@ class RayExecutor:
             if address:
                 ray.init(address=address, **kwargs)
             else:
-                # A cluster of this machine for this run only.
-                ray.init(include_dashboard=False, **kwargs)
+                # A new cluster of this machine for this run only ("local": never one found in
+                # /tmp/ray, which may be a stopped cluster or somebody else's).
+                ray.init(address="local", include_dashboard=False, **kwargs)
                 self._started_cluster = True
         except (ConnectionError, RuntimeError) as exc:
             where = address or "a new local cluster"
