@@ -105,6 +105,11 @@ def overhead(args) -> None:
             f"generation.shard_size={args.shard_size}",
             f"generation.num_sources={args.shards * args.shard_size}",
             "executor.num_cpus=2",
+            # The overhead is per shard and per worker, not per token: small shards (one
+            # search turn, n = 2, m = 2) make it as visible as it can be.
+            f"generation.max_turns={args.max_turns}",
+            f"rewards.n_solver={args.solver_n}",
+            f"verifier.m={args.m}",
         ],
     )
     art = ensure_index(cfg, progress=False)
@@ -191,6 +196,9 @@ def main() -> None:
     ap.add_argument("--passages", type=int, default=4000)
     ap.add_argument("--embed-shard", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-turns", type=int, default=1)
+    ap.add_argument("--solver-n", type=int, default=2)
+    ap.add_argument("--m", type=int, default=2)
     ap.add_argument("--only", choices=("overhead", "scaling"), default=None)
     args = ap.parse_args()
     if args.only in (None, "overhead"):
