@@ -20,6 +20,7 @@ import argparse
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,9 +31,9 @@ from synthetic_corpus import write_synthetic_corpus
 
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
-from pipeline.executors import LocalExecutor, Progress
+from pipeline.executors import LocalExecutor
 from pipeline.executors.ray_executor import RayExecutor
-from pipeline.generation.run import GenerationStep, run_generation
+from pipeline.generation.run import GenerationStep, ShardDone, run_generation
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import Plan
@@ -42,34 +43,56 @@ OUT = ROOT / "data" / "out" / "bench" / "executor"
 TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
 
 
-def tree_cpu(root: psutil.Process) -> float:
-    """User + system seconds of a process and all its live descendants."""
-    total = 0.0
-    for p in (root, *root.children(recursive=True)):
+class TimedStep(GenerationStep):
+    """The generation step, reporting the CPU seconds its own process spent in setup and in
+    each shard (a Ray worker's CPU is otherwise lost when the worker is killed at the end)."""
+
+    def setup(self) -> None:
+        t = time.process_time()
+        super().setup()
+        self.setup_cpu = time.process_time() - t
+
+    def run(self, unit):
+        t = time.process_time()
+        done = super().run(unit)
+        cpu = time.process_time() - t + getattr(self, "setup_cpu", 0.0)
+        self.setup_cpu = 0.0  # counted once, with the worker's first shard
+        return TimedDone(done.files, done.records, cpu)
+
+
+@dataclass(frozen=True)
+class TimedDone(ShardDone):
+    cpu: float = 0.0
+
+
+class Recording:
+    """An executor that keeps the results it hands to the caller (the workers' CPU)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.kind, self.results = inner, inner.kind, []
+
+    def map(self, step, units, on_result, should_stop=None, on_progress=None) -> int:
+        def keep(unit, result, worker) -> None:
+            self.results.append(result)
+            on_result(unit, result, worker)
+
+        return self.inner.map(step, units, keep, should_stop, on_progress)
+
+    def close(self) -> None:
+        pass
+
+
+def daemons_cpu() -> dict[int, float]:
+    """CPU seconds of this process's long-lived descendants (a local Ray cluster's GCS,
+    raylet, agents), by pid; workers come and go and are counted by TimedStep instead."""
+    out = {}
+    for p in psutil.Process().children(recursive=True):
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            out[p.pid] = t.user + t.system
         except psutil.NoSuchProcess:
             continue
-    return total
-
-
-class CpuMeter:
-    """CPU of this process and its descendants (a local Ray cluster, its worker), sampled
-    while they are all alive: at every progress report, before the workers are killed."""
-
-    def __init__(self) -> None:
-        self.me = psutil.Process()
-        self.start = tree_cpu(self.me)
-        self.last = self.start
-
-    def sample(self, _progress: Progress | None = None) -> None:
-        self.last = max(self.last, tree_cpu(self.me))
-
-    @property
-    def used(self) -> float:
-        self.sample()
-        return self.last - self.start
+    return out
 
 
 def plan_for(cfg, index_dir: Path, n: int) -> Plan:
@@ -124,20 +147,27 @@ def overhead(args) -> None:
     # machine; each round starts from empty shard folders with the response cache off.
     for rnd in range(args.rounds):
         for kind in ("local", "ray") if rnd % 2 == 0 else ("ray", "local"):
-            run_id = f"bench-{kind}"
+            run_id = "bench"  # one id: record ids and per-shard seeds derive from it
             store = Store(OUT / "gen" / kind)
             shutil.rmtree(store.root / "runs", ignore_errors=True)
             shutil.rmtree(store.root / "shards", ignore_errors=True)
-            step = GenerationStep(cfg, store, run_id, _today(), art.dir)
-            executor = LocalExecutor() if kind == "local" else ray_exec
-            meter = CpuMeter()
+            step = TimedStep(cfg, store, run_id, _today(), art.dir)
+            executor = Recording(LocalExecutor() if kind == "local" else ray_exec)
+            before, driver = daemons_cpu(), time.process_time()
             t = time.perf_counter()
-            rep = run_generation(step, Plan(run_id, 1, plan.items), executor, None, None)
+            rep = run_generation(
+                step, Plan(run_id, 1, plan.items), executor, lambda s, n: None, None
+            )
             wall = time.perf_counter() - t
-            times[kind].append((wall, meter.used))
+            after = daemons_cpu()
+            daemons = sum(after[p] - before[p] for p in after if p in before)
+            # A Ray worker's own CPU comes back with its shards (in-process, the driver's).
+            workers = sum(r.cpu for r in executor.results) if kind == "ray" else 0.0
+            cpu = time.process_time() - driver + daemons + workers
+            times[kind].append((wall, cpu))
             recs[kind] = records(store, run_id)
             print(f"round {rnd} {kind:>5}: {rep.shards_written} shards, wall {wall:7.1f} s, "
-                  f"CPU {meter.used:7.1f} s")  # fmt: skip
+                  f"CPU {cpu:7.1f} s")  # fmt: skip
     ray_exec.close()
     lw, lc = (sum(x) for x in zip(*times["local"], strict=True))
     rw, rc = (sum(x) for x in zip(*times["ray"], strict=True))

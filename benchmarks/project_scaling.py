@@ -103,11 +103,7 @@ def main() -> None:
     if ver:
         print(f"  verifier: {len(ver) / max(valid[1], 1):.1f} samples per verified record, "
               f"{statistics.mean(ver_tok):.1f} tokens each")  # fmt: skip
-    measured = (
-        sum(ntok(o) for o, _ in pro)
-        + sum(ntok(o) for o, _ in sol)
-        + sum(ver_tok)
-    ) / n_rec
+    measured = (sum(ntok(o) for o, _ in pro) + sum(ntok(o) for o, _ in sol) + sum(ver_tok)) / n_rec
     print(f"  generated tokens per record at the run's settings: {measured:,.0f}")
 
     prod = load_config(ROOT / "configs" / "production.yaml")
