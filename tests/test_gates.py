@@ -66,3 +66,131 @@ def test_auc_and_leakage_share_on_hand_made_scores():
     )
     assert auc_real_vs_control([], [0.1]) is None
     assert leakage_share([0.5, 0.0, 0.25], [0.5, 0.25, 0.0]) == pytest.approx(2 / 3)
+
+
+# ---- the gates on the real 270M model ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder):
+    from pipeline.core.config import load_config
+    from pipeline.retrieval.faiss_index import Retriever
+    from pipeline.retrieval.index_build import ensure_index
+
+    out = tmp_path_factory.mktemp("gates") / "out"
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    return Retriever(ensure_index(cfg, embedder, progress=False).dir, embedder)
+
+
+@pytest.fixture(scope="module")
+def shots():
+    from pipeline.agents.prompts import load_few_shot
+    from tests.conftest import ROOT
+
+    return load_few_shot(ROOT / "data/prompts/proposer_fewshot.jsonl")
+
+
+def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retriever, shots):
+    """A one-fact question labelled 2-hop that the model answers without searching is flagged;
+    a question with an answer no solver can produce (an invented name) is not, and a 1-hop
+    record is not applicable. Closed-book and one-search rollouts are the solver's own."""
+    from pipeline.agents.solver import SolverSettings, SolverTask
+    from pipeline.generation.gates import shortcut_check
+
+    tasks = [
+        SolverTask("easy", "What is the capital of France?", "Paris", None, None, []),
+        SolverTask(
+            "hard",
+            "Which clerk of the Verrano guild signed the second Ostrel charter?",
+            "Quilmar Dessoway",
+            None,
+            None,
+            [],
+        ),
+        SolverTask("single", "What is the capital of France?", "Paris", None, None, []),
+    ]
+    base = SolverSettings(n=2, temperature=1.0, max_tokens=32, seed=11, max_turns=2, topk=3)
+    res = shortcut_check(llm, retriever, tasks, [2, 3, 1], shots, base, 4, 0.5, lambda p: p)
+    easy, hard, single = res
+    assert easy.columns["closed_book_accuracy"] >= 0.5, easy.rollouts
+    assert easy.columns["shortcut"] is True
+    assert hard.columns["closed_book_accuracy"] == 0.0
+    assert hard.columns["one_search_accuracy"] == 0.0
+    assert hard.columns["shortcut"] is False
+    assert single.columns["shortcut"] is None  # h = 1: the gate does not apply
+    for r in res:
+        checks = [row["check"] for row in r.rollouts]
+        assert checks.count("closed_book") == 4 and checks.count("one_search") == 4
+    closed = [row for r in res for row in r.rollouts if row["check"] == "closed_book"]
+    one = [row for r in res for row in r.rollouts if row["check"] == "one_search"]
+    assert all(not row["searches"] for row in closed)  # the search tool was off
+    assert all(len(row["searches"]) <= 1 for row in one)  # a budget of one search
+    assert any(row["searches"] for row in one)  # ... that the model used
+
+
+def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
+    """The controls re-score real verifier results: every subject gets all three controls for
+    both methods, the shuffled evidence is another record's, p- is the real run's, and teacher
+    forcing gives the answer-bearing real evidence more credit than another record's."""
+    import datetime as dt
+
+    from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
+    from pipeline.generation.gates import VerifierRun, control_subjects, verifier_controls
+
+    items = [
+        VerifierItem(
+            "a" * 24,
+            "In which year was the Eiffel Tower completed?",
+            "1889",
+            "The Eiffel Tower was completed in 1889 as the entrance to the World's Fair.",
+        ),
+        VerifierItem(
+            "b" * 24,
+            "Who wrote the novel Moby-Dick?",
+            "Herman Melville",
+            "Moby-Dick is an 1851 novel by the American writer Herman Melville.",
+        ),
+        VerifierItem(
+            "c" * 24,
+            "What is the chemical symbol for gold?",
+            "Au",
+            "Gold is a chemical element with the symbol Au and atomic number 79.",
+        ),
+    ]
+    render = lambda p: p  # noqa: E731
+    mc = verify_mc(llm, items, shots, 3, 1.0, 1.0, 12, 5, render)
+    tf = verify_teacher_forced(llm, items, shots, render)
+    verified = [{"mc": m, "teacher_forced": t} for m, t in zip(mc, tf, strict=True)]
+    subjects = control_subjects(items, [0, 1, 2], verified, 1.0)
+    _, title, text = retriever.passages.get([7])[0]
+
+    def off_topic(record_id: str, cluster: int):
+        return f"{title}: {text}", "passage-7", cluster + 10
+
+    vr = VerifierRun(("mc", "teacher_forced"), 3, 1.0, 1.0, 12, 5)
+    now = dt.datetime.now(dt.UTC)
+    out = verifier_controls(llm, subjects, items, off_topic, shots, vr, render, now, "run-x")
+    rows = [row for g in out.values() for row in g.controls]
+    assert len(rows) == 3 * 2 * 4  # records x methods x (real + 3 controls)
+    real = {(r["record_id"], r["method"]): r for r in rows if r["control"] == "real"}
+    evidence = {it.record_id: it.evidence for it in items}
+    for r in rows:
+        assert r["p_neg"] == real[(r["record_id"], r["method"])]["p_neg"]
+        assert r["v"] == pytest.approx(r["p_pos"] - r["p_neg"])
+        if r["control"] == "shuffled":
+            assert r["evidence_record_id"] != r["record_id"]
+            assert r["evidence"] == evidence[r["evidence_record_id"]]
+        if r["control"] == "answer_only":
+            assert r["evidence"] == next(i.answer for i in items if i.record_id == r["record_id"])
+        if r["control"] == "off_topic":
+            assert r["evidence_passage_id"] == "passage-7" and text in r["evidence"]
+    for it, m in zip(items, mc, strict=True):  # MC, the primary method, fills the columns
+        cols = out[it.record_id].columns
+        mine = {r["control"]: r["v"] for r in rows if r["record_id"] == it.record_id}
+        assert cols["v_shuffled"] == mine["shuffled"] and cols["v_off_topic"] == mine["off_topic"]
+        assert mine["real"] == m.v
+    tf_real = [r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "real"]
+    tf_shuf = [
+        r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "shuffled"
+    ]
+    assert sum(tf_real) > sum(tf_shuf)
