@@ -194,3 +194,69 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
         r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "shuffled"
     ]
     assert sum(tf_real) > sum(tf_shuf)
+
+
+def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
+    from pipeline.catalog.export_splits import drop_ambiguous, drop_shortcuts
+
+    rows = [
+        {"record_id": "a", "shortcut": True, "closed_book_accuracy": 0.75},
+        {"record_id": "b", "shortcut": None, "unique_answer": None},  # single-hop, unchecked
+        {"record_id": "c", "shortcut": False, "unique_answer": False,
+         "answer_candidates": ["lyon", "paris"]},
+        {"record_id": "d", "shortcut": False, "unique_answer": True},
+    ]  # fmt: skip
+    kept, short = drop_shortcuts(rows)
+    kept, amb = drop_ambiguous(kept)
+    assert [r["record_id"] for r in kept] == ["b", "d"]
+    assert [(d.record_id, d.reason) for d in short] == [("a", "shortcut")]
+    assert "0.75" in short[0].detail
+    assert [(d.record_id, d.reason, d.detail) for d in amb] == [
+        ("c", "ambiguous_answer", "answers: lyon | paris")
+    ]
+
+
+def test_landed_run_gates_views_match_their_rows(landed_run):
+    """On the real landed nightly: every valid verbatim record got its controls, and the
+    verifier_controls view's AUC and leakage share equal scikit-learn's over control_scores."""
+    import duckdb
+
+    from pipeline.quality.gate_stats import auc_real_vs_control, leakage_share
+
+    with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
+        verified = con.execute(
+            "SELECT count(*) FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
+            [landed_run.run_id],
+        ).fetchone()[0]
+        rows = con.execute(
+            "SELECT record_id, method, control, v FROM control_scores WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchall()
+        view = con.execute(
+            "SELECT method, records, auc_real_vs_shuffled, answer_only_ge_real_share "
+            "FROM verifier_controls WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchall()
+        steps = {s for (s,) in con.execute("SELECT DISTINCT step FROM shard_steps").fetchall()}
+        checked = con.execute(
+            "SELECT count(*) FILTER (WHERE shortcut IS NOT NULL), "
+            "count(*) FILTER (WHERE is_valid AND hop_count >= 2), "
+            "(SELECT count(*) FROM gate_rollouts WHERE run_id = ?) FROM curriculum "
+            "WHERE run_id = ?",
+            [landed_run.run_id, landed_run.run_id],
+        ).fetchone()
+    assert verified > 0
+    assert {"propose", "solve", "verify", "shortcut", "controls"} <= steps
+    assert checked[0] == checked[1] and checked[2] == checked[1] * 2 * 2  # shortcut_n=2
+    real = {(r, m): v for r, m, c, v in rows if c == "real"}
+    assert len(real) == verified  # one verifier method, every verified record
+    assert {c for _, _, c, _ in rows} == {"real", "shuffled", "answer_only", "off_topic"}
+    for method, records, auc, share in view:
+        pairs = [(r, v) for (r, m), v in real.items() if m == method]
+        shuf = [v for r, m, c, v in rows if m == method and c == "shuffled"]
+        ans = {r: v for r, m, c, v in rows if m == method and c == "answer_only"}
+        assert records == len(pairs)
+        assert auc == pytest.approx(auc_real_vs_control([v for _, v in pairs], shuf))
+        assert share == pytest.approx(
+            leakage_share([v for _, v in pairs], [ans[r] for r, _ in pairs])
+        )
