@@ -92,8 +92,9 @@ def shots():
 
 def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retriever, shots):
     """A one-fact question labelled 2-hop that the model answers without searching is flagged;
-    a question with an answer no solver can produce (an invented name) is not, and a 1-hop
-    record is not applicable. Closed-book and one-search rollouts are the solver's own."""
+    a question with an answer no solver can produce (an invented name) is not (h = 1 is
+    covered by test_shortcut_only_for_multi_hop_and_at_the_threshold). Closed-book and
+    one-search rollouts are the solver's own."""
     from pipeline.agents.solver import SolverSettings, SolverTask
     from pipeline.generation.gates import shortcut_check
 
@@ -107,17 +108,15 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retr
             None,
             [],
         ),
-        SolverTask("single", "What is the capital of France?", "Paris", None, None, []),
     ]
-    base = SolverSettings(n=2, temperature=1.0, max_tokens=32, seed=11, max_turns=2, topk=3)
-    res = shortcut_check(llm, retriever, tasks, [2, 3, 1], shots, base, 4, 0.5, lambda p: p)
-    easy, hard, single = res
+    base = SolverSettings(n=2, temperature=1.0, max_tokens=24, seed=11, max_turns=2, topk=3)
+    res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p)
+    easy, hard = res
     assert easy.columns["closed_book_accuracy"] >= 0.5, easy.rollouts
     assert easy.columns["shortcut"] is True
     assert hard.columns["closed_book_accuracy"] == 0.0
     assert hard.columns["one_search_accuracy"] == 0.0
     assert hard.columns["shortcut"] is False
-    assert single.columns["shortcut"] is None  # h = 1: the gate does not apply
     for r in res:
         checks = [row["check"] for row in r.rollouts]
         assert checks.count("closed_book") == 4 and checks.count("one_search") == 4
@@ -158,7 +157,7 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
         ),
     ]
     render = lambda p: p  # noqa: E731
-    mc = verify_mc(llm, items, shots, 3, 1.0, 1.0, 12, 5, render)
+    mc = verify_mc(llm, items, shots, 2, 1.0, 1.0, 8, 5, render)
     tf = verify_teacher_forced(llm, items, shots, render)
     verified = [{"mc": m, "teacher_forced": t} for m, t in zip(mc, tf, strict=True)]
     subjects = control_subjects(items, [0, 1, 2], verified, 1.0)
@@ -167,7 +166,7 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
     def off_topic(record_id: str, cluster: int):
         return f"{title}: {text}", "passage-7", cluster + 10
 
-    vr = VerifierRun(("mc", "teacher_forced"), 3, 1.0, 1.0, 12, 5)
+    vr = VerifierRun(("mc", "teacher_forced"), 2, 1.0, 1.0, 8, 5)
     now = dt.datetime.now(dt.UTC)
     out = verifier_controls(llm, subjects, items, off_topic, shots, vr, render, now, "run-x")
     rows = [row for g in out.values() for row in g.controls]
@@ -186,7 +185,11 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
             assert r["evidence_passage_id"] == "passage-7" and text in r["evidence"]
     for it, m in zip(items, mc, strict=True):  # MC, the primary method, fills the columns
         cols = out[it.record_id].columns
-        mine = {r["control"]: r["v"] for r in rows if r["record_id"] == it.record_id}
+        mine = {
+            r["control"]: r["v"]
+            for r in rows
+            if r["record_id"] == it.record_id and r["method"] == "mc"
+        }
         assert cols["v_shuffled"] == mine["shuffled"] and cols["v_off_topic"] == mine["off_topic"]
         assert mine["real"] == m.v
     tf_real = [r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "real"]
