@@ -199,6 +199,21 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
     assert sum(tf_real) > sum(tf_shuf)
 
 
+def test_pmi_verifier_is_the_per_token_log_ratio_squashed():
+    import math
+
+    from pipeline.agents.rewards import verifier_pmi
+
+    p_pos, p_neg, v = verifier_pmi(math.log(0.25) * 2, math.log(0.0625) * 2, 2)
+    assert (p_pos, p_neg) == pytest.approx((0.25, 0.0625))
+    assert v == pytest.approx(math.tanh(math.log(4)))
+    # the paper's P+ - P- is ~0 for long answers; the PMI still ranks real above shuffled
+    assert verifier_pmi(-20.0, -30.0, 5)[2] > verifier_pmi(-29.0, -30.0, 5)[2] > 0
+    assert verifier_pmi(-30.0, -20.0, 5)[2] < 0
+    with pytest.raises(ValueError):
+        verifier_pmi(-1.0, -1.0, 0)
+
+
 def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
     from pipeline.catalog.export_splits import drop_ambiguous, drop_shortcuts
 
@@ -252,7 +267,8 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
     assert {"propose", "solve", "verify", "shortcut", "controls"} <= steps
     assert checked[0] == checked[1] and checked[2] == checked[1] * 2 * 2  # shortcut_n=2
     real = {(r, m): v for r, m, c, v in rows if c == "real"}
-    assert len(real) == verified  # one verifier method, every verified record
+    methods = {m for _, m, _, _ in rows}  # teacher-forced runs also store the PMI variant
+    assert len(real) == verified * len(methods)  # every verified record, every method
     assert {c for _, _, c, _ in rows} == {"real", "shuffled", "answer_only", "off_topic"}
     for method, records, auc, share in view:
         pairs = [(r, v) for (r, m), v in real.items() if m == method]

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
-from pipeline.agents.rewards import exact_match, verifier_mc, verifier_teacher_forced
+from pipeline.agents.rewards import (
+    exact_match,
+    verifier_mc,
+    verifier_pmi,
+    verifier_teacher_forced,
+)
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 
@@ -138,6 +143,26 @@ def verify_teacher_forced(
         ]
         results.append(VerifierResult(p_pos, p_neg, v, "teacher_forced", 0, rows))
     return results
+
+
+def pmi_from_teacher_forced(
+    results: Sequence[VerifierResult], answer_tokens: Sequence[int]
+) -> list[VerifierResult]:
+    """The `teacher_forced_pmi` estimator from teacher-forced results: the same score call's
+    log-probabilities (no second model call), V = tanh(PMI per answer token)."""
+    out = []
+    for res, n in zip(results, answer_tokens, strict=True):
+        lw = next(r["logprob"] for r in res.samples if r["condition"] == "with_evidence")
+        p_pos, p_neg, v = verifier_pmi(lw, _logp_without(res), n)
+        rows = [{**r, "method": "teacher_forced_pmi", "sample_id": r["sample_id"] + ":pmi"}
+                for r in res.samples]  # fmt: skip
+        out.append(VerifierResult(p_pos, p_neg, v, "teacher_forced_pmi", 0, rows))
+    return out
+
+
+def answer_tokens(gen: Generator, answer: str) -> int:
+    """Tokens of the continuation verify_teacher_forced scores (" " + answer), at least 1."""
+    return max(1, gen.count_tokens(" " + answer.strip()))
 
 
 def _logp_without(res: VerifierResult) -> float:

@@ -233,7 +233,10 @@ class GenerationConfig(_Section):
 
 
 class VerifierConfig(_Section):
-    method: Literal["mc", "teacher_forced", "both"] = "mc"
+    # mc: the paper's Monte-Carlo V (eq. 14); teacher_forced: P(a|q,e) − P(a|q) from one score
+    # call; teacher_forced_pmi: tanh of (log P(a|q,e) − log P(a|q)) per answer token, from the
+    # same score call; both: mc is the record's V, teacher_forced (and _pmi) are stored too.
+    method: Literal["mc", "teacher_forced", "teacher_forced_pmi", "both"] = "mc"
     m: int = Field(5, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)

@@ -19,6 +19,8 @@ from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, sol
 from pipeline.agents.verifier import (
     VerifierItem,
     VerifierResult,
+    answer_tokens,
+    pmi_from_teacher_forced,
     verify_mc,
     verify_teacher_forced,
 )
@@ -170,7 +172,9 @@ def verifier_controls(
     (c) an off-topic passage, per verifier method, with p₋ (or log P(a|q)) reused from the
     real run so a control differs from the real V only through the evidence.
 
-    `pool` is every verified record of the shard: the shuffled evidence follows a derangement
+    `teacher_forced_pmi` is derived from the teacher-forced control scores (each subject's
+    `verified` then holds "teacher_forced" too, as process_shard gives it). `pool` is every
+    verified record of the shard: the shuffled evidence follows a derangement
     of it, so with two or more verified records every subject gets another record's evidence.
     `off_topic(record_id, cluster_id)` returns (text, passage id, cluster) of a passage of
     another cluster, or None when the run has only one cluster."""
@@ -199,18 +203,24 @@ def verifier_controls(
             out[s.item.record_id].controls.append(
                 _control_row(s.item, method, "real", s.item.evidence, real, {}, run_id, now)
             )
+    items = [item for _, _, item, _ in jobs]
+    tf: list[VerifierResult] | None = None  # one score call serves teacher_forced and _pmi
     for method in vr.methods:
-        items = [item for _, _, item, _ in jobs]
-        base = [s.verified[method] for s, _, _, _ in jobs]
         if not items:
             break
         if method == "mc":
+            base = [s.verified["mc"] for s, _, _, _ in jobs]
             res = verify_mc(
                 gen, items, shots, vr.m, vr.temperature, vr.top_p, vr.max_tokens,
                 vr.seed, render, baseline=base,
             )  # fmt: skip
         else:
-            res = verify_teacher_forced(gen, items, shots, render, baseline=base)
+            if tf is None:
+                base = [s.verified["teacher_forced"] for s, _, _, _ in jobs]
+                tf = verify_teacher_forced(gen, items, shots, render, baseline=base)
+            res = tf
+            if method == "teacher_forced_pmi":
+                res = pmi_from_teacher_forced(tf, [answer_tokens(gen, it.answer) for it in items])
         for (s, control, item, extra), r in zip(jobs, res, strict=True):
             g = out[s.item.record_id]
             g.controls.append(

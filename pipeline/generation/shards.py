@@ -39,6 +39,8 @@ from pipeline.agents.solver import SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
     VerifierResult,
+    answer_tokens,
+    pmi_from_teacher_forced,
     verify_mc,
     verify_teacher_forced,
 )
@@ -216,11 +218,15 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             )
             verified = dict(zip(ver_idx, mc, strict=True))
             by_method["mc"] = mc
-        if v.method in ("teacher_forced", "both"):
+        if v.method in ("teacher_forced", "teacher_forced_pmi", "both"):
             tf = verify_teacher_forced(gen, ver_items, ctx.shots, ctx.render)
             by_method["teacher_forced"] = tf
-            if v.method == "teacher_forced":
-                verified = dict(zip(ver_idx, tf, strict=True))
+            # the same score call gives the log-space estimator (the controls compare both)
+            by_method["teacher_forced_pmi"] = pmi_from_teacher_forced(
+                tf, [answer_tokens(gen, it.answer) for it in ver_items]
+            )
+            if v.method != "both":
+                verified = dict(zip(ver_idx, by_method[v.method], strict=True))
             else:
                 extra_samples = [row for res in tf for row in res.samples]
 
@@ -242,7 +248,9 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         for i, sol in solved.items():
             gate_res[i].columns.update(uniqueness(sol, gates.unique_min_support))
     if gates.controls and ver_items:
-        methods = tuple(m for m in ("mc", "teacher_forced") if m in by_method)
+        # the record's own method first: it fills the curriculum's v_* columns
+        order = (v.method, "mc", "teacher_forced", "teacher_forced_pmi")
+        methods = tuple(dict.fromkeys(m for m in order if m in by_method))
         subjects = control_subjects(
             ver_items,
             [items[i].cluster_id for i in ver_idx],
