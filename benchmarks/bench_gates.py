@@ -12,6 +12,8 @@ generation and of the run's wall time (runs.started_at .. finished_at), and (2) 
 method the AUC of real vs shuffled evidence (and vs off-topic) with a bootstrap 95 % interval
 over records, the mean V per control and the answer-only >= real share. Gates off for
 comparison: the same command with `--set gates.shortcut=false --set gates.controls=false`.
+`--pmi-from-teacher-forced` derives the teacher_forced_pmi estimator from teacher-forced rows
+(the same log-probabilities) for a run landed before that estimator existed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import argparse
 import random
 
 import duckdb
+import yaml
 
+from pipeline.agents.rewards import verifier_pmi
 from pipeline.quality.gate_stats import auc_real_vs_control, leakage_share
 
 GATE_STEPS = ("shortcut", "controls")
@@ -39,11 +43,42 @@ def _bootstrap(real: dict[str, float], ctrl: dict[str, float], reps: int, seed: 
     return aucs[int(0.025 * reps)], aucs[int(0.975 * reps) - 1]
 
 
+def _pmi_rows(con, run_id: str) -> list[tuple]:
+    """teacher_forced_pmi V from the teacher-forced rows: p_pos = P(a|q,e), p_neg = P(a|q),
+    and the answer's token count under the run's model (its tokenizer, loaded alone)."""
+    import math
+
+    from transformers import AutoTokenizer
+
+    from pipeline.core.config import PipelineConfig
+    from pipeline.core.model_refs import resolve_llm
+
+    cfg_yaml = con.execute("SELECT config_yaml FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    cfg = PipelineConfig.model_validate(yaml.safe_load(cfg_yaml[0]))
+    tok = AutoTokenizer.from_pretrained(resolve_llm(cfg.llm.model, cfg.llm.cache_dir))
+    answers = dict(
+        con.execute(
+            "SELECT record_id, answer FROM curriculum WHERE run_id = ?", [run_id]
+        ).fetchall()
+    )
+    out = []
+    for r, c, pp, pn in con.execute(
+        "SELECT record_id, control, p_pos, p_neg FROM control_scores "
+        "WHERE run_id = ? AND method = 'teacher_forced'",
+        [run_id],
+    ).fetchall():
+        n = max(1, len(tok(" " + answers[r].strip(), add_special_tokens=False)["input_ids"]))
+        lw, lo = (math.log(max(x, 1e-300)) for x in (pp, pn))
+        out.append((r, "teacher_forced_pmi", c, verifier_pmi(lw, lo, n)[2]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--catalog", required=True)
     ap.add_argument("--run-id", required=True)
     ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--pmi-from-teacher-forced", action="store_true")
     a = ap.parse_args()
     con = duckdb.connect(a.catalog, read_only=True)
     p = [a.run_id]
@@ -69,6 +104,8 @@ def main() -> None:
     rows = con.execute(
         "SELECT record_id, method, control, v FROM control_scores WHERE run_id = ?", p
     ).fetchall()
+    if a.pmi_from_teacher_forced and not any(m == "teacher_forced_pmi" for _, m, _, _ in rows):
+        rows += _pmi_rows(con, a.run_id)
     for method in sorted({m for _, m, _, _ in rows}):
         by = {}
         for r, m, c, v in rows:
