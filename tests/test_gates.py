@@ -90,7 +90,7 @@ def shots():
     return load_few_shot(ROOT / "data/prompts/proposer_fewshot.jsonl")
 
 
-def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retriever, shots):
+def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm, retriever, shots):
     """A one-fact question labelled 2-hop that the model answers without searching is flagged;
     a question with an answer no solver can produce (an invented name) is not (h = 1 is
     covered by test_shortcut_only_for_multi_hop_and_at_the_threshold). Closed-book and
@@ -110,6 +110,7 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retr
         ),
     ]
     base = SolverSettings(n=2, temperature=1.0, max_tokens=24, seed=11, max_turns=2, topk=3)
+    llm = vllm_llm  # the session's engine (the landed run's): no second model load
     res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p)
     easy, hard = res
     assert easy.columns["closed_book_accuracy"] >= 0.5, easy.rollouts
@@ -127,7 +128,7 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retr
     assert any(row["searches"] for row in one)  # ... that the model used
 
 
-def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
+def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     """The controls re-score real verifier results: every subject gets all three controls for
     both methods, the shuffled evidence is another record's, p- is the real run's, and teacher
     forcing gives the answer-bearing real evidence more credit than another record's."""
@@ -157,6 +158,7 @@ def test_verifier_controls_on_real_model_outputs(llm, retriever, shots):
         ),
     ]
     render = lambda p: p  # noqa: E731
+    llm = vllm_llm
     mc = verify_mc(llm, items, shots, 2, 1.0, 1.0, 8, 5, render)
     tf = verify_teacher_forced(llm, items, shots, render)
     verified = [{"mc": m, "teacher_forced": t} for m, t in zip(mc, tf, strict=True)]
