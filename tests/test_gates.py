@@ -91,7 +91,9 @@ def shots():
 
 
 def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm, retriever, shots):
-    """A one-fact question labelled 2-hop that the model answers without searching is flagged;
+    """A one-fact question labelled 2-hop that the model answers without searching is flagged.
+    The fact the model "knows" is its own first solver demonstration (the Amazon question and
+    answer are in every solver prompt), so a 270M model answers it closed-book on any backend;
     a question with an answer no solver can produce (an invented name) is not (h = 1 is
     covered by test_shortcut_only_for_multi_hop_and_at_the_threshold). Closed-book and
     one-search rollouts are the solver's own."""
@@ -99,7 +101,7 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm,
     from pipeline.generation.gates import shortcut_check
 
     tasks = [
-        SolverTask("easy", "What is the capital of France?", "Paris", None, None, []),
+        SolverTask("easy", shots[0].question, shots[0].answer, None, None, []),
         SolverTask(
             "hard",
             "Which clerk of the Verrano guild signed the second Ostrel charter?",
@@ -130,11 +132,18 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm,
 
 def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     """The controls re-score real verifier results: every subject gets all three controls for
-    both methods, the shuffled evidence is another record's, p- is the real run's, and teacher
-    forcing gives the answer-bearing real evidence more credit than another record's."""
+    every method (PMI from the same teacher-forced scores), the shuffled evidence is another
+    record's, p- is the real run's, and teacher forcing gives the answer-bearing real evidence
+    more credit than another record's."""
     import datetime as dt
 
-    from pipeline.agents.verifier import VerifierItem, verify_mc, verify_teacher_forced
+    from pipeline.agents.verifier import (
+        VerifierItem,
+        answer_tokens,
+        pmi_from_teacher_forced,
+        verify_mc,
+        verify_teacher_forced,
+    )
     from pipeline.generation.gates import VerifierRun, control_subjects, verifier_controls
 
     items = [
@@ -161,18 +170,22 @@ def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     llm = vllm_llm
     mc = verify_mc(llm, items, shots, 2, 1.0, 1.0, 8, 5, render)
     tf = verify_teacher_forced(llm, items, shots, render)
-    verified = [{"mc": m, "teacher_forced": t} for m, t in zip(mc, tf, strict=True)]
+    pmi = pmi_from_teacher_forced(tf, [answer_tokens(llm, it.answer) for it in items])
+    verified = [
+        {"mc": m, "teacher_forced": t, "teacher_forced_pmi": p}
+        for m, t, p in zip(mc, tf, pmi, strict=True)
+    ]
     subjects = control_subjects(items, [0, 1, 2], verified, 1.0)
     _, title, text = retriever.passages.get([7])[0]
 
     def off_topic(record_id: str, cluster: int):
         return f"{title}: {text}", "passage-7", cluster + 10
 
-    vr = VerifierRun(("mc", "teacher_forced"), 2, 1.0, 1.0, 8, 5)
+    vr = VerifierRun(("mc", "teacher_forced", "teacher_forced_pmi"), 2, 1.0, 1.0, 8, 5)
     now = dt.datetime.now(dt.UTC)
     out = verifier_controls(llm, subjects, items, off_topic, shots, vr, render, now, "run-x")
     rows = [row for g in out.values() for row in g.controls]
-    assert len(rows) == 3 * 2 * 4  # records x methods x (real + 3 controls)
+    assert len(rows) == 3 * 3 * 4  # records x methods x (real + 3 controls)
     real = {(r["record_id"], r["method"]): r for r in rows if r["control"] == "real"}
     evidence = {it.record_id: it.evidence for it in items}
     for r in rows:

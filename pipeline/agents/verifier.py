@@ -146,14 +146,19 @@ def verify_teacher_forced(
 
 
 def pmi_from_teacher_forced(
-    results: Sequence[VerifierResult], answer_tokens: Sequence[int]
+    results: Sequence[VerifierResult],
+    answer_tokens: Sequence[int],
+    baseline: Sequence[VerifierResult] | None = None,
 ) -> list[VerifierResult]:
     """The `teacher_forced_pmi` estimator from teacher-forced results: the same score call's
-    log-probabilities (no second model call), V = tanh(PMI per answer token)."""
+    log-probabilities (no second model call), V = tanh(PMI per answer token). Results scored
+    with a `baseline` (the controls) hold the with-evidence row only: log P(a|q) is the
+    baseline's."""
     out = []
-    for res, n in zip(results, answer_tokens, strict=True):
+    for j, (res, n) in enumerate(zip(results, answer_tokens, strict=True)):
         lw = next(r["logprob"] for r in res.samples if r["condition"] == "with_evidence")
-        p_pos, p_neg, v = verifier_pmi(lw, _logp_without(res), n)
+        lo = _logp_without(baseline[j] if baseline is not None else res)
+        p_pos, p_neg, v = verifier_pmi(lw, lo, n)
         rows = [{**r, "method": "teacher_forced_pmi", "sample_id": r["sample_id"] + ":pmi"}
                 for r in res.samples]  # fmt: skip
         out.append(VerifierResult(p_pos, p_neg, v, "teacher_forced_pmi", 0, rows))

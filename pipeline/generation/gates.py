@@ -205,6 +205,7 @@ def verifier_controls(
             )
     items = [item for _, _, item, _ in jobs]
     tf: list[VerifierResult] | None = None  # one score call serves teacher_forced and _pmi
+    tf_base = [s.verified.get("teacher_forced") for s, _, _, _ in jobs]
     for method in vr.methods:
         if not items:
             break
@@ -216,11 +217,11 @@ def verifier_controls(
             )  # fmt: skip
         else:
             if tf is None:
-                base = [s.verified["teacher_forced"] for s, _, _, _ in jobs]
-                tf = verify_teacher_forced(gen, items, shots, render, baseline=base)
+                tf = verify_teacher_forced(gen, items, shots, render, baseline=tf_base)
             res = tf
             if method == "teacher_forced_pmi":
-                res = pmi_from_teacher_forced(tf, [answer_tokens(gen, it.answer) for it in items])
+                ntok = [answer_tokens(gen, it.answer) for it in items]
+                res = pmi_from_teacher_forced(tf, ntok, baseline=tf_base)
         for (s, control, item, extra), r in zip(jobs, res, strict=True):
             g = out[s.item.record_id]
             g.controls.append(
