@@ -90,10 +90,10 @@ def shots():
     return load_few_shot(ROOT / "data/prompts/proposer_fewshot.jsonl")
 
 
-def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm, retriever, shots):
-    """A one-fact question labelled 2-hop that the model answers without searching is flagged.
-    The fact the model "knows" is its own first solver demonstration (the Amazon question and
-    answer are in every solver prompt), so a 270M model answers it closed-book on any backend;
+def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retriever, shots):
+    """A one-fact question labelled 2-hop that the model answers without searching is flagged
+    (the transformers backend: with these seeds it answers "Paris" closed-book in most samples;
+    on vLLM's sampler the same settings gave 1 of 4, so the backend is pinned here);
     a question with an answer no solver can produce (an invented name) is not (h = 1 is
     covered by test_shortcut_only_for_multi_hop_and_at_the_threshold). Closed-book and
     one-search rollouts are the solver's own."""
@@ -101,7 +101,7 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm,
     from pipeline.generation.gates import shortcut_check
 
     tasks = [
-        SolverTask("easy", shots[0].question, shots[0].answer, None, None, []),
+        SolverTask("easy", "What is the capital of France?", "Paris", None, None, []),
         SolverTask(
             "hard",
             "Which clerk of the Verrano guild signed the second Ostrel charter?",
@@ -112,10 +112,10 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(vllm_llm,
         ),
     ]
     base = SolverSettings(n=2, temperature=1.0, max_tokens=24, seed=11, max_turns=2, topk=3)
-    llm = vllm_llm  # the session's engine (the landed run's): no second model load
     res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p)
     easy, hard = res
-    assert easy.columns["closed_book_accuracy"] >= 0.5, easy.rollouts
+    seen = [(r["check"], r["predicted_answer"], r["stop_reason"]) for r in res[0].rollouts]
+    assert easy.columns["closed_book_accuracy"] >= 0.5, seen
     assert easy.columns["shortcut"] is True
     assert hard.columns["closed_book_accuracy"] == 0.0
     assert hard.columns["one_search_accuracy"] == 0.0
@@ -136,6 +136,7 @@ def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     record's, p- is the real run's, and teacher forcing gives the answer-bearing real evidence
     more credit than another record's."""
     import datetime as dt
+    import math
 
     from pipeline.agents.verifier import (
         VerifierItem,
@@ -190,7 +191,10 @@ def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     evidence = {it.record_id: it.evidence for it in items}
     for r in rows:
         assert r["p_neg"] == real[(r["record_id"], r["method"])]["p_neg"]
-        assert r["v"] == pytest.approx(r["p_pos"] - r["p_neg"])
+        if r["method"] != "teacher_forced_pmi":  # PMI: tanh of the per-token log ratio
+            assert r["v"] == pytest.approx(r["p_pos"] - r["p_neg"])
+        else:
+            assert r["v"] == pytest.approx(math.tanh(math.log(r["p_pos"] / r["p_neg"])))
         if r["control"] == "shuffled":
             assert r["evidence_record_id"] != r["record_id"]
             assert r["evidence"] == evidence[r["evidence_record_id"]]
