@@ -74,6 +74,22 @@ def export_command(
             help="Keep records `curriculum quality decontaminate` flagged (left out by default).",
         ),
     ] = False,
+    include_shortcuts: Annotated[
+        bool,
+        typer.Option(
+            "--include-shortcuts",
+            help="Keep multi-hop records a closed-book or one-search solver answers "
+            "(gates.shortcut; left out by default).",
+        ),
+    ] = False,
+    include_ambiguous: Annotated[
+        bool,
+        typer.Option(
+            "--include-ambiguous",
+            help="Keep records whose solver rollouts converge on several retrieved answers "
+            "(gates.uniqueness; left out by default).",
+        ),
+    ] = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
@@ -100,6 +116,8 @@ def export_command(
             overwrite=overwrite,
             argv=sys.argv,
             include_contaminated=include_contaminated,
+            include_shortcuts=include_shortcuts,
+            include_ambiguous=include_ambiguous,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)
@@ -114,7 +132,8 @@ def export_command(
     typer.echo(
         f"  dropped: {c['duplicates_dropped']} duplicate question(s), "
         f"{c['near_duplicates_dropped']} near-duplicate(s), "
-        f"{c['contaminated_dropped']} contaminated, "
+        f"{c['contaminated_dropped']} contaminated, {c['shortcuts_dropped']} shortcut(s), "
+        f"{c['ambiguous_dropped']} ambiguous, "
         f"{c['no_question_or_answer']} without question/answer (listed in dropped.jsonl)"
     )
     for fmt in m["formats"]:

@@ -41,6 +41,12 @@ QUALITY_COLUMNS = (
     "contamination_benchmarks",
     "contamination_methods",
     "duplicate_cluster_id",
+    # LLM gates (gates.shortcut / gates.uniqueness), computed in generation
+    "shortcut",
+    "closed_book_accuracy",
+    "one_search_accuracy",
+    "unique_answer",
+    "answer_candidates",
 )
 
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))

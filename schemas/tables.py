@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.1.0"
+SCHEMA_VERSION = "2.2.0"
 
 _TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
@@ -194,11 +194,37 @@ CURRICULUM = _schema(
         f("verifier_p_pos", pa.float64()),
         f("verifier_p_neg", pa.float64()),
         f("verifier_v", pa.float64(), doc="V = p+ - p-"),
-        f("verifier_method", pa.string(), doc="mc | teacher_forced"),
+        f("verifier_method", pa.string(), doc="mc | teacher_forced | teacher_forced_pmi"),
         f("verifier_m", pa.int32()),
         f("evidence_tokens", pa.int32()),
         f("brevity", pa.float64(), doc="B = max(0, 1 - |e|/L_max)"),
         f("proposer_reward", pa.float64(), doc="1/2 F_fmt + R_DZ + l_V V + l_B B"),
+        f(
+            "closed_book_accuracy",
+            pa.float64(),
+            doc="gates.shortcut: share of solver rollouts with search disabled that are correct "
+            "(null: not checked, i.e. invalid, h < 2 or the gate off)",
+        ),
+        f("one_search_accuracy", pa.float64(), doc="the same with at most one search"),
+        f(
+            "shortcut",
+            pa.bool_(),
+            doc="h >= 2 and closed-book or one-search accuracy >= gates.shortcut_threshold",
+        ),
+        f(
+            "answer_candidates",
+            pa.list_(pa.string()),
+            doc="gates.uniqueness: distinct Norm(answers) of the solver rollouts, each given by "
+            ">= gates.unique_min_support rollouts and found in their retrieved passages",
+        ),
+        f(
+            "unique_answer",
+            pa.bool_(),
+            doc="fewer than two answer_candidates (null: not solved or the gate off)",
+        ),
+        f("v_shuffled", pa.float64(), doc="gates.controls: V with another record's evidence"),
+        f("v_answer_only", pa.float64(), doc="V with the answer string alone as evidence"),
+        f("v_off_topic", pa.float64(), doc="V with a passage of another cluster as evidence"),
         f("proposer_model", pa.string(), False),
         f("solver_model", pa.string(), False),
         f("embedder_model", pa.string(), False),
@@ -240,6 +266,12 @@ SOLVER_ROLLOUTS = _schema(
         f("solver_reward", pa.float64(), False, "R_sol = EM + l_E F1(e_hat, e)"),
         f("wcr_coverage", pa.float64(), doc="g: share of KG waypoints named in <think>"),
         f("wcr_reward", pa.float64(), False, "R = c + alpha (1 - c) valid g_tilde"),
+        f(
+            "answer_in_retrieved",
+            pa.bool_(),
+            doc="Norm(predicted answer) occurs in a passage this rollout retrieved (null: no "
+            "answer or no search); the uniqueness gate counts only such answers",
+        ),
         f("evidence_hit_step", pa.int32(), doc="first search retrieving the evidence passage"),
         f("query_redundancy", pa.list_(pa.float64()), doc="max cosine to earlier sub-queries"),
         f("step_rewards", pa.list_(pa.float64()), doc="EVO-RAG R_t per search (+ answer) step"),
@@ -312,12 +344,68 @@ VERIFIER_SAMPLES = _schema(
         f("run_id", pa.string(), False),
         f("condition", pa.string(), False, "with_evidence | without_evidence"),
         f("sample", pa.int32(), False),
-        f("method", pa.string(), False, "mc | teacher_forced"),
+        f("method", pa.string(), False, "mc | teacher_forced | teacher_forced_pmi"),
         f("prompt", pa.string(), False),
         f("raw_output", pa.string()),
         f("predicted_answer", pa.string()),
         f("correct", pa.bool_()),
         f("logprob", pa.float64(), doc="teacher-forced log P(answer | prompt)"),
+        f("created_at", _TS, False),
+    ],
+)
+
+GATE_ROLLOUTS = _schema(
+    "gate_rollouts",
+    "Shortcut check (gates.shortcut): solver rollouts with search disabled or one search.",
+    [
+        f("rollout_id", pa.string(), False, "<record_id>:<check>:<sample>"),
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("check", pa.string(), False, "closed_book | one_search"),
+        f("sample", pa.int32(), False),
+        f("prompt", pa.string(), False),
+        f("raw_output", pa.string(), False),
+        f("predicted_answer", pa.string()),
+        f("searches", pa.list_(pa.string())),
+        f("retrieved_ids", pa.list_(pa.list_(pa.string()))),
+        f("turns", pa.int32(), False),
+        f("stop_reason", pa.string(), False),
+        f("forced_final", pa.bool_(), False),
+        f("correct", pa.bool_(), False, "EM(predicted, answer), as the solver scores"),
+        f("created_at", _TS, False),
+    ],
+)
+
+CONTROL_SCORES = _schema(
+    "control_scores",
+    "Verifier controls (gates.controls): V of a record with its real evidence and with "
+    "substitutes that should not help, per verifier method.",
+    [
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("method", pa.string(), False, "mc | teacher_forced | teacher_forced_pmi"),
+        f("control", pa.string(), False, "real | shuffled | answer_only | off_topic"),
+        f("evidence", pa.string(), False, "the text given as evidence"),
+        f("evidence_record_id", pa.string(), doc="shuffled: the record whose evidence it is"),
+        f("evidence_passage_id", pa.string(), doc="off_topic: the passage used"),
+        f("evidence_cluster_id", pa.int32(), doc="off_topic: that passage's cluster"),
+        f("p_pos", pa.float64(), False),
+        f("p_neg", pa.float64(), False),
+        f("v", pa.float64(), False, "p_pos - p_neg"),
+        f("m", pa.int32(), False, "MC samples per condition (0: teacher forced)"),
+        f("created_at", _TS, False),
+    ],
+)
+
+SHARD_STEPS = _schema(
+    "shard_steps",
+    "Wall time of each step of one shard, so the cost of every gate is known per run.",
+    [
+        f("run_id", pa.string(), False),
+        f("shard", pa.int32(), False),
+        f("step", pa.string(), False, "propose | solve | verify | shortcut | controls | rows"),
+        f("seconds", pa.float64(), False),
+        f("items", pa.int32(), False, "records (or rows) the step worked on"),
         f("created_at", _TS, False),
     ],
 )
@@ -386,6 +474,9 @@ TABLES: dict[str, pa.Schema] = {
         EVALACT_SEGMENTS,
         PROPOSER_ROLLOUTS,
         VERIFIER_SAMPLES,
+        GATE_ROLLOUTS,
+        CONTROL_SCORES,
+        SHARD_STEPS,
         REJECTS,
         RUNS,
         SHARD_MANIFEST,

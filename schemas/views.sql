@@ -75,7 +75,9 @@ SELECT
 FROM benchmark_checks b;
 
 -- Validity funnel per run: generated -> valid -> verbatim -> V > 0 -> not contaminated (by the
--- benchmarks checked so far: equal to v_positive until `curriculum quality decontaminate` runs).
+-- benchmarks checked so far: equal to v_positive until `curriculum quality decontaminate` runs)
+-- -> not shortcut (gates.shortcut; NULL = not checked counts as passing) -> unique answer
+-- (gates.uniqueness; NULL likewise). Each stage counts the records that pass it and all before.
 CREATE OR REPLACE VIEW funnel AS
 SELECT
     run_id,
@@ -86,10 +88,105 @@ SELECT
     count(*) FILTER (
         WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
     ) AS not_contaminated,
+    count(*) FILTER (
+        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
+          AND NOT coalesce(shortcut, false)
+    ) AS not_shortcut,
+    count(*) FILTER (
+        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
+          AND NOT coalesce(shortcut, false) AND coalesce(unique_answer, true)
+    ) AS unique_answer,
     avg(verifier_v) AS mean_v,
     avg(proposer_reward) AS mean_proposer_reward
 FROM curriculum_quality
 GROUP BY run_id;
+
+-- Verifier controls (gates.controls) per run and verifier method: mean V with the real
+-- evidence and with each substitute, the ROC AUC of real vs shuffled (and vs off-topic) V —
+-- Mann-Whitney over average ranks, ties counted half, so a verifier with V = 0 everywhere
+-- scores exactly 0.5 — and the share of records whose answer-only V is >= their real V (the
+-- verifier rewarding the answer string rather than evidence).
+CREATE OR REPLACE VIEW verifier_controls AS
+WITH ranked AS (
+    SELECT
+        run_id, method, control, v,
+        rank() OVER (PARTITION BY run_id, method, pair ORDER BY v)
+            + (count(*) OVER (PARTITION BY run_id, method, pair, v) - 1) / 2.0 AS avg_rank,
+        pair
+    FROM (
+        SELECT run_id, method, control, v, 'shuffled' AS pair FROM control_scores
+        WHERE control IN ('real', 'shuffled')
+        UNION ALL
+        SELECT run_id, method, control, v, 'off_topic' AS pair FROM control_scores
+        WHERE control IN ('real', 'off_topic')
+    )
+),
+auc AS (
+    SELECT
+        run_id, method, pair,
+        count(*) FILTER (WHERE control = 'real') AS n1,
+        count(*) FILTER (WHERE control <> 'real') AS n0,
+        sum(avg_rank) FILTER (WHERE control = 'real') AS r1
+    FROM ranked GROUP BY ALL
+),
+paired AS (
+    SELECT
+        r.run_id, r.method, r.v AS v_real, a.v AS v_answer_only
+    FROM control_scores r
+    JOIN control_scores a
+      ON a.record_id = r.record_id AND a.method = r.method AND a.control = 'answer_only'
+    WHERE r.control = 'real'
+)
+SELECT
+    c.run_id,
+    c.method,
+    count(DISTINCT c.record_id) AS records,
+    avg(c.v) FILTER (WHERE c.control = 'real') AS mean_v_real,
+    avg(c.v) FILTER (WHERE c.control = 'shuffled') AS mean_v_shuffled,
+    avg(c.v) FILTER (WHERE c.control = 'answer_only') AS mean_v_answer_only,
+    avg(c.v) FILTER (WHERE c.control = 'off_topic') AS mean_v_off_topic,
+    any_value(s.auc) AS auc_real_vs_shuffled,
+    any_value(o.auc) AS auc_real_vs_off_topic,
+    any_value(l.share) AS answer_only_ge_real_share
+FROM control_scores c
+LEFT JOIN (
+    SELECT run_id, method, (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0) AS auc
+    FROM auc WHERE pair = 'shuffled' AND n1 > 0 AND n0 > 0
+) s ON s.run_id = c.run_id AND s.method = c.method
+LEFT JOIN (
+    SELECT run_id, method, (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0) AS auc
+    FROM auc WHERE pair = 'off_topic' AND n1 > 0 AND n0 > 0
+) o ON o.run_id = c.run_id AND o.method = c.method
+LEFT JOIN (
+    SELECT run_id, method, avg(CASE WHEN v_answer_only >= v_real THEN 1.0 ELSE 0.0 END) AS share
+    FROM paired GROUP BY ALL
+) l ON l.run_id = c.run_id AND l.method = c.method
+GROUP BY c.run_id, c.method;
+
+-- Shortcut and uniqueness gates per run (gates.shortcut / gates.uniqueness): how many records
+-- each checked and flagged, and the solvers' mean accuracies on the checked multi-hop records.
+CREATE OR REPLACE VIEW shortcut_summary AS
+SELECT
+    run_id,
+    count(shortcut) AS shortcut_checked,
+    count(*) FILTER (WHERE shortcut) AS shortcuts,
+    avg(closed_book_accuracy) AS mean_closed_book_accuracy,
+    avg(one_search_accuracy) AS mean_one_search_accuracy,
+    count(unique_answer) AS uniqueness_checked,
+    count(*) FILTER (WHERE NOT unique_answer) AS ambiguous
+FROM curriculum
+GROUP BY run_id;
+
+-- Wall time per step of generation, per run (shard_steps): what each gate costs as a share.
+CREATE OR REPLACE VIEW step_costs AS
+SELECT
+    run_id,
+    step,
+    sum(seconds) AS seconds,
+    sum(items) AS items,
+    sum(seconds) / sum(sum(seconds)) OVER (PARTITION BY run_id) AS share
+FROM shard_steps
+GROUP BY run_id, step;
 
 -- Why records were filtered, per run.
 CREATE OR REPLACE VIEW invalid_reasons AS

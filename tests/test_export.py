@@ -238,7 +238,8 @@ def test_default_filter_exports_the_valid_verbatim_records(exported, landed_run)
     assert want, "the landed run has no valid+verbatim record to export"
     c = exported.counts
     assert c["selected"] == len(want)
-    assert c["exported"] + c["duplicates_dropped"] + c["no_question_or_answer"] == len(want)
+    gates = c["shortcuts_dropped"] + c["ambiguous_dropped"]  # issue 17's LLM gates
+    assert c["exported"] + c["duplicates_dropped"] + c["no_question_or_answer"] + gates == len(want)
     assert c["train"] + c["validation"] == c["exported"] > 0
 
 
@@ -342,13 +343,19 @@ def test_permissive_filter_drops_records_without_question(landed_run, tmp_path):
     usable = [r for r in all_rows.values() if normalize(r["question"]) and normalize(r["answer"])]
     assert res.counts["selected"] == len(all_rows)
     assert res.counts["no_question_or_answer"] == len(all_rows) - len(usable)
+    # the LLM gates' drops (gates.shortcut / gates.uniqueness), whatever the model produced
+    gated = [r for r in usable if r["shortcut"] or r["unique_answer"] is False]
+    assert res.counts["shortcuts_dropped"] + res.counts["ambiguous_dropped"] == len(gated)
+    usable = [r for r in usable if r not in gated]
     distinct = {normalize(r["question"]) for r in usable}
     assert res.counts["duplicates_dropped"] == len(usable) - len(distinct)
     assert res.counts["exported"] == len(distinct)
     dropped = [
         orjson.loads(x) for x in (tmp_path / "all" / "dropped.jsonl").read_bytes().splitlines()
     ]
-    assert len(dropped) == res.counts["no_question_or_answer"] + res.counts["duplicates_dropped"]
+    assert len(dropped) == (
+        res.counts["no_question_or_answer"] + res.counts["duplicates_dropped"] + len(gated)
+    )
     assert res.manifest["filter"] is None
 
 

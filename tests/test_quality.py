@@ -268,7 +268,8 @@ def _curriculum_row(**values) -> dict:
             return dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
         return None
 
-    return {**{f.name: default(f.type) for f in schema_for("curriculum")}, **values}
+    neutral = {"shortcut": False, "unique_answer": True}  # the LLM gates passed
+    return {**{f.name: default(f.type) for f in schema_for("curriculum")}, **neutral, **values}
 
 
 def _land(store: Store, run_id: str, rows: list[dict]) -> None:

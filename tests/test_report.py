@@ -31,6 +31,8 @@ FUNNEL_ROWS = {
     "verbatim": "valid + verbatim",
     "v_positive": "V > 0",
     "not_contaminated": "not contaminated",
+    "not_shortcut": "not shortcut",
+    "unique_answer": "unique answer",
 }
 
 
@@ -144,6 +146,14 @@ def test_landed_report_funnel_matches_sql(landed_run, landed_report):
 
     expected = {"generated": g, "valid": v or 0, "verbatim": vb or 0, "v_positive": vp or 0}
     expected["not_contaminated"] = expected["v_positive"]  # no benchmark checked in this run
+    with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
+        expected["not_shortcut"], expected["unique_answer"] = con.execute(
+            "SELECT count(*) FILTER (WHERE NOT coalesce(shortcut, false)), "
+            "count(*) FILTER (WHERE NOT coalesce(shortcut, false) "
+            "AND coalesce(unique_answer, true)) FROM curriculum "
+            "WHERE run_id = ? AND is_valid AND is_verbatim AND verifier_v > 0",
+            [landed_run.run_id],
+        ).fetchone()
     assert g == 6  # generation.num_sources=6 in LANDED_SETTINGS
     assert funnel_from_markdown(rep.markdown) == expected
     assert rep.funnel == expected

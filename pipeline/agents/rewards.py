@@ -154,6 +154,23 @@ def verifier_teacher_forced(logp_with: float, logp_without: float) -> tuple[floa
     return p_pos, p_neg, p_pos - p_neg
 
 
+def verifier_pmi(
+    logp_with: float, logp_without: float, answer_tokens: int
+) -> tuple[float, float, float]:
+    """Teacher-forced V in log space: tanh of the answer's pointwise mutual information with
+    the evidence per answer token, (log P(a|q,e) − log P(a|q)) / |a|; returns the per-token
+    (geometric-mean) probabilities p₊, p₋ and V ∈ (−1, 1).
+
+    Why: for a small model a multi-token answer has P(a|q) ~ e^-25, so the paper's
+    P₊ − P₋ is ~0 for every record and does not separate real from shuffled evidence (the
+    verifier controls), while the log ratio keeps the evidence's effect. Per token, so long
+    answers do not dominate; tanh, so V keeps the paper's bounded range in R_pro."""
+    if answer_tokens < 1:
+        raise ValueError("the answer must have at least one token")
+    p_pos, p_neg = math.exp(logp_with / answer_tokens), math.exp(logp_without / answer_tokens)
+    return p_pos, p_neg, math.tanh((logp_with - logp_without) / answer_tokens)
+
+
 # ---- brevity and the proposer reward (eqs. 15-16) -----------------------------------------
 
 

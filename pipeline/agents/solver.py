@@ -20,6 +20,7 @@ from pipeline.agents.prompts import SOLVER_STOP, FewShot, solver_prompt
 from pipeline.agents.proposer import tag
 from pipeline.agents.rewards import (
     answer_correctness,
+    contains,
     evo_rag_step_rewards,
     exact_match,
     query_redundancy,
@@ -72,6 +73,10 @@ class SolverSettings:
     pcar_lambda_base: float = 0.1
     pcar_lambda_max: float = 0.5
     pcar_delta: float = 1e-6
+    # Quality gates (pipeline.generation.gates): search=False is the closed-book solver (a
+    # <search> is ignored and <answer> opened), search_budget=1 the one-search solver.
+    search: bool = True
+    search_budget: int | None = None
 
 
 def solve(
@@ -95,12 +100,13 @@ def solve(
         2 * s.max_turns - 1 if evalact else s.max_turns,
         s.topk,
         s.max_doc_tokens,
-        True,
+        s.search,
         SOLVER_STOP,
         "<answer>" if s.force_final else None,
         evaluate=evalact,
     )
-    groups = run_rollouts(gen, retriever, prompts, params, cfg)
+    budgets = [s.search_budget] * len(prompts) if s.search_budget is not None else None
+    groups = run_rollouts(gen, retriever, prompts, params, cfg, budgets)
     results = []
     for t, prompt, group in zip(tasks, prompts, groups, strict=True):
         preds = [r.final for r in group]
@@ -150,6 +156,7 @@ def solve(
                     ),
                     "wcr_coverage": cover[i] if t.waypoints else None,
                     "wcr_reward": wcr[i],
+                    "answer_in_retrieved": _answer_in_retrieved(preds[i], r),
                     "evidence_hit_step": (
                         retrieval_hit(r.retrieved_ids, t.evidence_passage_id)
                         if t.evidence_passage_id
@@ -171,6 +178,14 @@ def solve(
                 segments += _segment_rows(t, i, r, advantages[i], s)
         results.append(SolverResult(len(group), sum(correct), rows, segments))
     return results
+
+
+def _answer_in_retrieved(pred: str | None, r: Rollout) -> bool | None:
+    """Norm(prediction) occurs in a passage this rollout retrieved (None: no answer, or no
+    search): the uniqueness gate counts only answers the retrieval supports."""
+    if not pred or not r.hits:
+        return None
+    return any(contains(f"{h.title} {h.text}", pred) for hits in r.hits for h in hits)
 
 
 def _compliant(r: Rollout) -> bool:

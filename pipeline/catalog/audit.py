@@ -153,13 +153,14 @@ AUDITS: dict[str, Audit] = {
         ),
         Audit(
             "funnel",
-            "Generated -> valid -> valid+verbatim -> V > 0 -> not contaminated per run, with "
-            "the rates.",
+            "Generated -> valid -> valid+verbatim -> V > 0 -> not contaminated -> not shortcut "
+            "-> unique answer per run, with the rates.",
             [
                 (
                     "funnel",
                     f"""
                     SELECT run_id, generated, valid, verbatim, v_positive, not_contaminated,
+                           not_shortcut, unique_answer,
                            round(valid / nullif(generated, 0), 3) AS valid_rate,
                            round(verbatim / nullif(generated, 0), 3) AS verbatim_rate,
                            round(v_positive / nullif(generated, 0), 3) AS v_positive_rate,
@@ -286,6 +287,14 @@ AUDITS: dict[str, Audit] = {
                                AS benchmarks_unchecked
                     FROM curriculum_quality c WHERE {_RUN} GROUP BY run_id ORDER BY run_id
                     """,
+                ),
+                (
+                    "shortcut and uniqueness (gates.shortcut, gates.uniqueness)",
+                    f"SELECT * FROM shortcut_summary WHERE {_RUN} ORDER BY run_id",
+                ),
+                (
+                    "verifier controls (gates.controls)",
+                    f"SELECT * FROM verifier_controls WHERE {_RUN} ORDER BY run_id, method",
                 ),
             ],
             _quality_rule,

@@ -34,7 +34,9 @@ from pipeline.catalog.export_splits import (
     assign_splits,
     dedupe_near_duplicates,
     dedupe_questions,
+    drop_ambiguous,
     drop_contaminated,
+    drop_shortcuts,
     drop_unusable,
     shared_passages,
 )
@@ -324,9 +326,11 @@ def export_curriculum(
     overwrite: bool = False,
     argv: Sequence[str] | None = None,
     include_contaminated: bool = False,
+    include_shortcuts: bool = False,
+    include_ambiguous: bool = False,
 ) -> ExportResult:
-    """Select, drop contaminated records (unless `include_contaminated`), dedupe questions
-    and near-duplicate clusters, split, and write an export directory atomically."""
+    """Select, drop contaminated, shortcut and ambiguous records (unless `include_*`), dedupe
+    questions and near-duplicate clusters, split, and write an export directory atomically."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     if split_by not in SPLIT_BY:
@@ -350,6 +354,12 @@ def export_curriculum(
     contaminated: list[Dropped] = []
     if not include_contaminated:
         usable, contaminated = drop_contaminated(usable)
+    shortcuts: list[Dropped] = []
+    if not include_shortcuts:
+        usable, shortcuts = drop_shortcuts(usable)
+    ambiguous: list[Dropped] = []
+    if not include_ambiguous:
+        usable, ambiguous = drop_ambiguous(usable)
     kept, duplicates = dedupe_questions(usable)
     kept, near_duplicates = dedupe_near_duplicates(kept)
     if not kept:
@@ -377,13 +387,15 @@ def export_curriculum(
 
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
-        dropped = unusable + contaminated + duplicates + near_duplicates
+        dropped = unusable + contaminated + shortcuts + ambiguous + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         counts = {
             "selected": len(sel.rows),
             "no_question_or_answer": len(unusable),
             "contaminated_dropped": len(contaminated),
+            "shortcuts_dropped": len(shortcuts),
+            "ambiguous_dropped": len(ambiguous),
             "duplicates_dropped": len(duplicates),
             "near_duplicates_dropped": len(near_duplicates),
             "exported": len(kept),
@@ -418,6 +430,12 @@ def export_curriculum(
                 "contaminated_excluded": not include_contaminated,
                 "dropped": len(contaminated),
                 "benchmark_checks": sel.benchmark_checks,
+            },
+            "llm_gates": {
+                "shortcuts_excluded": not include_shortcuts,
+                "ambiguous_excluded": not include_ambiguous,
+                "shortcuts_dropped": len(shortcuts),
+                "ambiguous_dropped": len(ambiguous),
             },
             "near_duplicates": {
                 "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",

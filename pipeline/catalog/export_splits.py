@@ -20,7 +20,8 @@ SPLIT_BY = ("passage", "cluster")
 @dataclass(frozen=True)
 class Dropped:
     record_id: str
-    # no_question_or_answer | contaminated | duplicate_question | near_duplicate
+    # no_question_or_answer | contaminated | shortcut | ambiguous_answer | duplicate_question
+    # | near_duplicate
     reason: str
     kept_record_id: str | None = None
     detail: str | None = None  # the benchmarks/methods, or the near-duplicate cluster
@@ -55,6 +56,40 @@ def drop_contaminated(
             what = ", ".join(row.get("contamination_benchmarks") or [])
             how = ", ".join(row.get("contamination_methods") or [])
             dropped.append(Dropped(row["record_id"], "contaminated", None, f"{what}: {how}"))
+        else:
+            kept.append(row)
+    return kept, dropped
+
+
+def drop_shortcuts(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """Multi-hop records a closed-book or one-search solver answers (`shortcut`, from
+    generation's gates.shortcut) teach no multi-hop search: drop them. NULL (single-hop, not
+    checked) is kept."""
+    kept, dropped = [], []
+    for row in rows:
+        if row.get("shortcut"):
+            detail = (
+                f"closed-book accuracy {row.get('closed_book_accuracy')}, "
+                f"one-search accuracy {row.get('one_search_accuracy')}"
+            )
+            dropped.append(Dropped(row["record_id"], "shortcut", None, detail))
+        else:
+            kept.append(row)
+    return kept, dropped
+
+
+def drop_ambiguous(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """Records whose solver rollouts converge on several retrieved-supported answers
+    (`unique_answer` false) reward one answer where the corpus backs others: drop them."""
+    kept, dropped = [], []
+    for row in rows:
+        if row.get("unique_answer") is False:
+            detail = "answers: " + " | ".join(row.get("answer_candidates") or [])
+            dropped.append(Dropped(row["record_id"], "ambiguous_answer", None, detail))
         else:
             kept.append(row)
     return kept, dropped

@@ -6,11 +6,13 @@ rejects, example records) and writes `<out>/runs/<run_id>/report/`:
 
     report.md            the page; plots are linked by relative path
     funnel.png           generated -> valid -> valid + verbatim -> V > 0 -> not contaminated
+                         -> not shortcut -> unique answer
     verifier_v.png       histogram of V = p+ - p- (0.2-wide bins, as the verifier_histogram view)
     clusters.png         records per selector cluster (all K clusters, zeros included)
     task_types.png       records per task type (all configured types, zeros included)
     hops.png             records per hop count (all configured hop counts, zeros included)
     wcr_vs_correct.png   solver accuracy by WCR waypoint-coverage bin
+    verifier_controls.png  mean V with real evidence vs the verifier controls, per method
 
 A run without records (or without valid ones) still gets every file; empty plots say "no data".
 Every file is written to a temporary name and renamed. No Prefect here: flows/report.py
@@ -134,6 +136,47 @@ def _group_table(rows: list[dict], key: str) -> list[str]:
     )
 
 
+def _gates_section(d: RunData) -> list[str]:
+    """Shortcut / uniqueness counts, the verifier controls and what the gates cost."""
+    g = d.gates
+    lines = ["## Quality gates", ""]
+    if g:
+        lines += [
+            f"Shortcut check (h >= 2): {g['shortcuts']} of {g['shortcut_checked']} checked "
+            f"records answered closed-book or with one search (mean accuracy closed-book "
+            f"{_num(g['mean_closed_book_accuracy'])}, one search "
+            f"{_num(g['mean_one_search_accuracy'])}). Uniqueness: {g['ambiguous']} of "
+            f"{g['uniqueness_checked']} solved records have two or more retrieved-supported "
+            "answers.",
+            "",
+        ]
+    lines += ["### Verifier controls", ""]
+    lines += _table(
+        ["method", "records", "mean V real", "shuffled", "answer only", "off topic",
+         "AUC real vs shuffled", "AUC real vs off-topic", "answer-only V >= real V"],
+        [
+            (c["method"], c["records"], c["mean_v_real"], c["mean_v_shuffled"],
+             c["mean_v_answer_only"], c["mean_v_off_topic"], c["auc_real_vs_shuffled"],
+             c["auc_real_vs_off_topic"], c["answer_only_ge_real_share"])
+            for c in d.controls
+        ],
+    )  # fmt: skip
+    lines += [
+        "AUC 0.5: the verifier does not tell real evidence from another record's; a high "
+        "answer-only share: it rewards the answer string rather than evidence.",
+        "",
+        f"![Verifier controls]({PLOT_NAMES['verifier_controls']})",
+        "",
+        "### Generation cost per step",
+        "",
+        *_table(
+            ["step", "seconds", "items", "share of generation"],
+            [(c["step"], c["seconds"], c["items"], c["share"]) for c in d.step_costs],
+        ),
+    ]
+    return lines
+
+
 def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
     run = d.run or {}
     img = PLOT_NAMES
@@ -175,10 +218,15 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
     gen = d.funnel["generated"]
     lines += ["## Validity funnel", ""]
     lines += _table(
-        ["stage", "records", "share of generated"],
+        ["stage", "records", "dropped at this gate", "share of generated"],
         [
-            (FUNNEL_LABELS[s], d.funnel[s], f"{d.funnel[s] / gen:.0%}" if gen else "–")
-            for s in FUNNEL_STAGES
+            (
+                FUNNEL_LABELS[s],
+                d.funnel[s],
+                d.funnel[FUNNEL_STAGES[k - 1]] - d.funnel[s] if k else "–",
+                f"{d.funnel[s] / gen:.0%}" if gen else "–",
+            )
+            for k, s in enumerate(FUNNEL_STAGES)
         ],
     )
     lines += [
@@ -194,6 +242,7 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
         "### Evidence status",
         "",
         *_table(["evidence status", "records"], d.evidence_status),
+        *_gates_section(d),
         "## Verifier score V",
         "",
         "V = p₊ − p₋ per scored record, in 0.2-wide bins (the `verifier_histogram` view).",

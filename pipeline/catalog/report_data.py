@@ -13,7 +13,15 @@ import yaml
 
 from pipeline.catalog.store import StoreError
 
-FUNNEL_STAGES = ("generated", "valid", "verbatim", "v_positive", "not_contaminated")
+FUNNEL_STAGES = (
+    "generated",
+    "valid",
+    "verbatim",
+    "v_positive",
+    "not_contaminated",
+    "not_shortcut",
+    "unique_answer",
+)
 FUNNEL_LABELS = {
     "generated": "generated",
     "valid": "valid",
@@ -21,7 +29,10 @@ FUNNEL_LABELS = {
     "v_positive": "V > 0",
     # by the benchmarks `curriculum quality decontaminate` checked (equal to V > 0 before)
     "not_contaminated": "not contaminated",
+    "not_shortcut": "not shortcut",  # gates.shortcut (h >= 2 only)
+    "unique_answer": "unique answer",  # gates.uniqueness
 }
+CONTROLS = ("real", "shuffled", "answer_only", "off_topic")
 # Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
 WCR_BINS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]", "no KG path")
 V_BINS = tuple(round(-1.0 + 0.2 * i, 1) for i in range(10))  # lower edges, as verifier_histogram
@@ -50,6 +61,12 @@ class RunData:
     wcr_bins: list[tuple[str, int, int, float | None]]  # bin, rollouts, correct, acc
     rejects: list[tuple[str, str, int]]
     examples: list[dict[str, Any]] = field(default_factory=list)
+    # Quality gates (issue 17): the verifier_controls rows (one per method), V per control for
+    # the plot ({method: {control: [V, ...]}}), shortcut_summary, and step_costs rows.
+    controls: list[dict[str, Any]] = field(default_factory=list)
+    control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    gates: dict[str, Any] = field(default_factory=dict)
+    step_costs: list[dict[str, Any]] = field(default_factory=list)
 
 
 # ---- queries ----------------------------------------------------------------------------------
@@ -211,6 +228,22 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         """,
         [run_id, n_examples],
     )
+    controls, control_values, gates, costs = [], {}, {}, []
+    if "verifier_controls" in views:
+        controls = _dicts(
+            con, "SELECT * FROM verifier_controls WHERE run_id = ? ORDER BY method", p
+        )
+        for method, control, v in con.execute(
+            "SELECT method, control, v FROM control_scores WHERE run_id = ? "
+            "ORDER BY method, control, record_id",
+            p,
+        ).fetchall():
+            control_values.setdefault(method, {}).setdefault(control, []).append(float(v))
+        gates = (_dicts(con, "SELECT * FROM shortcut_summary WHERE run_id = ?", p) or [{}])[0]
+        costs = _dicts(
+            con, "SELECT step, seconds, items, share FROM step_costs WHERE run_id = ? "
+            "ORDER BY seconds DESC", p,
+        )  # fmt: skip
     return RunData(
         run_id=run_id,
         run=run,
@@ -233,6 +266,10 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         wcr_bins=wcr_bins,
         rejects=[(s, r, int(n)) for s, r, n in rejects],
         examples=examples,
+        controls=controls,
+        control_values=control_values,
+        gates=gates,
+        step_costs=costs,
     )
 
 

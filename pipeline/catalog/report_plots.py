@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.catalog.report_data import (
+    CONTROLS,
     FUNNEL_LABELS,
     FUNNEL_STAGES,
     WCR_BINS,
@@ -20,6 +21,7 @@ PLOT_NAMES = {
     "task_types": "task_types.png",
     "hops": "hops.png",
     "wcr_vs_correct": "wcr_vs_correct.png",
+    "verifier_controls": "verifier_controls.png",
 }
 
 
@@ -193,6 +195,31 @@ def _plot_wcr(d: RunData) -> bytes:
     return _png(fig)
 
 
+def _plot_controls(d: RunData) -> bytes:
+    """Mean V with the real evidence and with each control, per verifier method; the points
+    are the records (jittered), so a degenerate verifier (all V = 0) is visible at a glance."""
+    fig, ax = _figure(f"Verifier controls — {d.run_id}")
+    if not d.control_values:
+        _no_data(ax, "no verifier controls (gates.controls off or no verified record)")
+        return _png(fig)
+    methods = sorted(d.control_values)
+    width = 0.8 / len(methods)
+    for k, method in enumerate(methods):
+        vals = d.control_values[method]
+        xs = [i + (k - (len(methods) - 1) / 2) * width for i in range(len(CONTROLS))]
+        means = [sum(vals[c]) / len(vals[c]) if vals.get(c) else 0.0 for c in CONTROLS]
+        ax.bar(xs, means, width * 0.9, label=f"{method}: mean V", alpha=0.6)
+        for x, c in zip(xs, CONTROLS, strict=True):
+            pts = vals.get(c, [])
+            jitter = [x + width * 0.3 * ((j * 7919) % 11 / 10 - 0.5) for j in range(len(pts))]
+            ax.scatter(jitter, pts, s=6, color="0.2", zorder=3)
+    ax.set_xticks(range(len(CONTROLS)), [c.replace("_", " ") for c in CONTROLS])
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.set_ylabel("V = p+ - p-")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def render_plots(d: RunData, tasks: list[dict], hops: list[dict]) -> dict[str, bytes]:
     """Every plot of the report as PNG bytes, keyed as PLOT_NAMES."""
     return {
@@ -202,4 +229,5 @@ def render_plots(d: RunData, tasks: list[dict], hops: list[dict]) -> dict[str, b
         "task_types": _plot_groups(d, tasks, "Task-type coverage", "task type"),
         "hops": _plot_groups(d, hops, "Hop-count distribution", "hop count h"),
         "wcr_vs_correct": _plot_wcr(d),
+        "verifier_controls": _plot_controls(d),
     }

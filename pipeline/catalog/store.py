@@ -37,6 +37,9 @@ SHARDED_TABLES = (
     "solver_rollouts",
     "verifier_samples",
     "evalact_segments",
+    "gate_rollouts",
+    "control_scores",
+    "shard_steps",
     "rejects",
 )
 

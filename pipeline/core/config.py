@@ -19,7 +19,8 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
-CONFIG_HASH_VERSION = 2
+# 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
+CONFIG_HASH_VERSION = 3
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {
@@ -234,10 +235,38 @@ class GenerationConfig(_Section):
 
 
 class VerifierConfig(_Section):
-    method: Literal["mc", "teacher_forced", "both"] = "mc"
+    # mc: the paper's Monte-Carlo V (eq. 14); teacher_forced: P(a|q,e) − P(a|q) from one score
+    # call; teacher_forced_pmi: tanh of (log P(a|q,e) − log P(a|q)) per answer token, from the
+    # same score call; both: mc is the record's V, teacher_forced (and _pmi) are stored too.
+    method: Literal["mc", "teacher_forced", "teacher_forced_pmi", "both"] = "mc"
     m: int = Field(5, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
+
+
+class GatesConfig(_Section):
+    """Quality gates that need the LLM (issue 17 items 3-4), run in generation per shard right
+    after the verifier, batched like it. Unlike `quality:` (catalog-only checks, unhashed) they
+    change what a shard contains, so this section is part of the config hash: a resumed run
+    never mixes shards with and without them, and switching one off starts a new run."""
+
+    # Shortcut check on valid multi-hop records (h >= 2): `shortcut_n` solver rollouts with the
+    # search tool disabled (closed book) and `shortcut_n` restricted to one search; a record is
+    # a shortcut when either accuracy (EM, as the solver scores) reaches `shortcut_threshold`.
+    shortcut: bool = True
+    shortcut_n: int = Field(4, ge=1)
+    # 0.5: a majority of samples, so one lucky sample of a weak solver does not drop a record.
+    shortcut_threshold: float = Field(0.5, gt=0.0, le=1.0)
+    # Uniqueness: a record is ambiguous when its solver rollouts converge on two or more
+    # distinct normalised answers, each given by >= `unique_min_support` rollouts and found in
+    # the passages those rollouts retrieved (answers no retrieval supports are just errors).
+    uniqueness: bool = True
+    unique_min_support: int = Field(2, ge=1)
+    # Verifier controls: on this share of each run's valid verbatim records (chosen by record
+    # id, so independent of sharding), V again with another record's evidence (a derangement
+    # within the shard), the answer string alone, and a passage of another cluster.
+    controls: bool = True
+    controls_share: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class RewardConfig(_Section):
@@ -374,6 +403,7 @@ class PipelineConfig(_Section):
     selector: SelectorConfig = SelectorConfig()
     generation: GenerationConfig = GenerationConfig()
     verifier: VerifierConfig = VerifierConfig()
+    gates: GatesConfig = GatesConfig()
     rewards: RewardConfig = RewardConfig()
     solver: SolverConfig = SolverConfig()
     store: StoreConfig = StoreConfig()

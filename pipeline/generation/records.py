@@ -9,6 +9,7 @@ decides the row, so a column added to schemas/tables.py without a producer fails
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,10 +152,13 @@ def provenance_columns(pv: Provenance) -> dict[str, Any]:
     }
 
 
-def curriculum_row(s: Scored, pv: Provenance) -> dict[str, Any]:
-    """One curriculum row (schemas.tables.CURRICULUM), in the contract's field order."""
+def curriculum_row(s: Scored, pv: Provenance, gates: Mapping[str, Any]) -> dict[str, Any]:
+    """One curriculum row (schemas.tables.CURRICULUM), in the contract's field order; `gates`
+    are the LLM quality gates' columns (pipeline.generation.gates.GATE_COLUMNS, None when a
+    gate is off or does not apply)."""
     return build_row(
         "curriculum",
+        gates,
         plan_columns(s),
         proposal_columns(s.proposal),
         format_columns(s.fmt, s.rollout),

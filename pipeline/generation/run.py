@@ -24,7 +24,7 @@ from pipeline.agents.prompts import load_few_shot
 from pipeline.catalog.store import ShardFile, Store
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.executors.base import Executor, LocalExecutor, Progress, WorkerStatus
-from pipeline.generation.shards import GenerationContext, process_shard
+from pipeline.generation.shards import GenerationContext, process_shard, rows_by_cluster
 from pipeline.selector.run_plan import Plan, PlanItem
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,9 @@ class GenerationStep:
     run_date: dt.date
     index_dir: Path
     subgraphs: dict[str, dict] = field(default_factory=dict)
+    # The plan's passage rows by cluster, for the off-topic verifier control (computed by the
+    # driver, so a worker never reads the plan back from the store).
+    cluster_rows: dict[int, list[int]] | None = None
     context: GenerationContext | None = None
 
     def __getstate__(self) -> dict:
@@ -94,6 +97,7 @@ class GenerationStep:
             shots=load_few_shot(cfg.resolve_path(cfg.generation.few_shot)),
             subgraphs=self.subgraphs,
             render=make_renderer(cfg),
+            cluster_rows=self.cluster_rows,
         )
 
     def run(self, unit: ShardUnit) -> ShardDone:
@@ -144,6 +148,8 @@ def run_generation(
     each worker is doing.
     """
     executor = executor or LocalExecutor()
+    if step.cluster_rows is None:
+        step.cluster_rows = rows_by_cluster(plan.items)
     store, run_id = step.store, step.run_id
     units = plan_units(plan, step.cfg.generation.shard_size)
     planned = {u.name for u in units}

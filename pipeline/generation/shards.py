@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
 from pipeline.agents.prompts import FewShot, render_path
@@ -31,16 +32,27 @@ from pipeline.agents.rewards import (
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
+    VerifierResult,
+    answer_tokens,
+    pmi_from_teacher_forced,
     verify_mc,
     verify_teacher_forced,
 )
 from pipeline.catalog.store import Store
 from pipeline.core.io import utcnow
+from pipeline.generation.gates import (
+    GateResult,
+    VerifierRun,
+    control_subjects,
+    shortcut_check,
+    uniqueness,
+    verifier_controls,
+)
 from pipeline.generation.records import Provenance, Scored, curriculum_row, proposer_row
 from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
-from pipeline.selector.run_plan import PlanItem
+from pipeline.selector.run_plan import PlanItem, load_plan
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +80,9 @@ class GenerationContext:
     subgraphs: dict[str, dict] = field(default_factory=dict)
     # First prompt of every call -> what the model sees (plain text or its chat template).
     render: Render = plain
+    # cluster id -> passage rows of the run's plan, for the off-topic verifier control; None:
+    # read from the run's stored plan on first use (the shard's own items if there is none).
+    cluster_rows: dict[int, list[int]] | None = None
 
 
 @dataclass
@@ -80,6 +95,9 @@ class ShardOutput:
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
     evalact_segments: list[dict] = field(default_factory=list)  # solver.protocol=evalact
+    gate_rollouts: list[dict] = field(default_factory=list)  # gates.shortcut
+    control_scores: list[dict] = field(default_factory=list)  # gates.controls
+    shard_steps: list[dict] = field(default_factory=list)  # wall time per step
 
     def tables(self) -> dict[str, list[dict]]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -96,7 +114,16 @@ def _waypoints(subgraph: dict | None) -> list[list[str]]:
 def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem]) -> ShardOutput:
     """Everything for one shard of the plan, batched: one generate call per step."""
     cfg, gen = ctx.cfg, ctx.generator
-    g, v, r = cfg.generation, cfg.verifier, cfg.rewards
+    g, v, r, gates = cfg.generation, cfg.verifier, cfg.rewards, cfg.gates
+    steps: list[tuple[str, float, int]] = []  # (step, seconds, items)
+    clock = time.perf_counter()
+
+    def lap(step: str, n_items: int) -> None:
+        nonlocal clock
+        now_ = time.perf_counter()
+        steps.append((step, now_ - clock, n_items))
+        clock = now_
+
     seed = stable_int(cfg.seed, ctx.run_id, shard)
     rows = [it.passage_row for it in items]
     pids, titles, texts = map(list, zip(*ctx.retriever.passages.get(rows), strict=True))
@@ -127,6 +154,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     proposed = propose(gen, ctx.retriever, pro_tasks, ctx.shots, pro_settings, ctx.render)
     proposals = [res.proposal for res in proposed]
     checks = [_check(p, ctx.shots) for p in proposals]
+    lap("propose", len(items))
 
     # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
     solve_idx = [i for i, (ok, _) in enumerate(checks) if ok]
@@ -161,12 +189,14 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         )
         res = solve(gen, ctx.retriever, tasks, ctx.shots, settings, ctx.render)
         solved = dict(zip(solve_idx, res, strict=True))
+    lap("solve", len(solve_idx))
     ver_idx = [i for i in solve_idx if proposals[i].evidence_status == "verbatim"]
     ver_items = [
         VerifierItem(rids[i], proposals[i].question, proposals[i].answer, proposals[i].evidence)
         for i in ver_idx
     ]
     verified, extra_samples = {}, []
+    by_method: dict[str, list[VerifierResult]] = {}
     if ver_items:
         if v.method in ("mc", "both"):
             mc = verify_mc(
@@ -181,14 +211,61 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                 ctx.render,
             )
             verified = dict(zip(ver_idx, mc, strict=True))
-        if v.method in ("teacher_forced", "both"):
+            by_method["mc"] = mc
+        if v.method in ("teacher_forced", "teacher_forced_pmi", "both"):
             tf = verify_teacher_forced(gen, ver_items, ctx.shots, ctx.render)
-            if v.method == "teacher_forced":
-                verified = dict(zip(ver_idx, tf, strict=True))
+            by_method["teacher_forced"] = tf
+            # the same score call gives the log-space estimator (the controls compare both)
+            by_method["teacher_forced_pmi"] = pmi_from_teacher_forced(
+                tf, [answer_tokens(gen, it.answer) for it in ver_items]
+            )
+            if v.method != "both":
+                verified = dict(zip(ver_idx, by_method[v.method], strict=True))
             else:
                 extra_samples = [row for res in tf for row in res.samples]
 
+    lap("verify", len(ver_items))
     now = utcnow()
+    gate_res: dict[int, GateResult] = {i: GateResult() for i in range(len(items))}
+    if gates.shortcut and solve_idx:
+        multi = [i for i in solve_idx if items[i].hop_count >= 2]
+        pos = {i: k for k, i in enumerate(solve_idx)}
+        shortcut = shortcut_check(
+            gen, ctx.retriever, [tasks[pos[i]] for i in multi],
+            [items[i].hop_count for i in multi], ctx.shots, settings,
+            gates.shortcut_n, gates.shortcut_threshold, ctx.render,
+        )  # fmt: skip
+        for i, res_i in zip(multi, shortcut, strict=True):
+            gate_res[i] = res_i
+        lap("shortcut", len(multi))
+    if gates.uniqueness:
+        for i, sol in solved.items():
+            gate_res[i].columns.update(uniqueness(sol, gates.unique_min_support))
+    if gates.controls and ver_items:
+        # the record's own method first: it fills the curriculum's v_* columns
+        order = (v.method, "mc", "teacher_forced", "teacher_forced_pmi")
+        methods = tuple(dict.fromkeys(m for m in order if m in by_method))
+        subjects = control_subjects(
+            ver_items,
+            [items[i].cluster_id for i in ver_idx],
+            [{m: by_method[m][k] for m in methods} for k in range(len(ver_idx))],
+            gates.controls_share,
+        )
+        vr = VerifierRun(
+            methods, v.m, v.temperature, v.top_p, g.answer_max_tokens, seed + 2
+        )  # the same seed as the verifier: a control differs only in its evidence
+        controls = verifier_controls(
+            gen, subjects, ver_items, _off_topic_picker(ctx, items), ctx.shots, vr,
+            ctx.render, now, ctx.run_id,
+        )  # fmt: skip
+        for i in ver_idx:
+            c = controls.get(rids[i])
+            if c is not None:
+                gate_res[i].columns.update(
+                    {k: val for k, val in c.columns.items() if k.startswith("v_")}
+                )
+                gate_res[i].controls = c.controls
+        lap("controls", len(subjects))
     provenance = Provenance(
         run_id=ctx.run_id,
         shard=shard,
@@ -235,7 +312,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             items[i], graphs[i], rids[i], titles[i], proposed[i].prompt, p, ok, reason, fmt,
             sol, ver, ev_tokens, b, r_dz, reward, roll,
         )  # fmt: skip
-        curriculum.append(curriculum_row(scored, provenance))
+        curriculum.append(curriculum_row(scored, provenance, gate_res[i].columns))
         pro_rows.append(proposer_row(scored, pro_settings, ctx.run_id, now))
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
@@ -243,7 +320,54 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         if ver:
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
-    return ShardOutput(curriculum, pro_rows, rollouts, samples, segments)
+    gate_rows = [
+        {**row, "run_id": ctx.run_id, "created_at": now}
+        for res_i in gate_res.values()
+        for row in res_i.rollouts
+    ]
+    control_rows = [row for res_i in gate_res.values() for row in res_i.controls]
+    lap("rows", len(items))
+    step_rows = [
+        {"run_id": ctx.run_id, "shard": shard, "step": name, "seconds": sec, "items": n,
+         "created_at": now}
+        for name, sec, n in steps
+    ]  # fmt: skip
+    return ShardOutput(
+        curriculum, pro_rows, rollouts, samples, segments, gate_rows, control_rows, step_rows
+    )
+
+
+def _off_topic_picker(
+    ctx: GenerationContext, items: Sequence[PlanItem]
+) -> Callable[[str, int], tuple[str, str, int] | None]:
+    """(record id, cluster) -> a passage of another cluster of the run's plan, chosen by a
+    hash of the record id: the off-topic control's evidence, on a subject the record's own
+    cluster does not cover."""
+    if ctx.cluster_rows is None:
+        plan = load_plan(ctx.store, ctx.run_id)
+        ctx.cluster_rows = rows_by_cluster(plan.items if plan else items)
+    flat = sorted((c, row) for c, rows in ctx.cluster_rows.items() for row in rows)
+
+    def pick(record_id: str, cluster: int) -> tuple[str, str, int] | None:
+        start = stable_int(record_id, "off_topic") % len(flat) if flat else 0
+        for k in range(len(flat)):  # the first entry of another cluster from a hashed start
+            c, row = flat[(start + k) % len(flat)]
+            if c != cluster:
+                pid, title, text = ctx.retriever.passages.get([row])[0]
+                return (f"{title}: {text}" if title else text), pid, c
+        return None  # one cluster only: no off-topic control
+
+    return pick
+
+
+def rows_by_cluster(items: Sequence[PlanItem]) -> dict[int, list[int]]:
+    """The plan's passage rows by cluster (the off-topic control draws from other clusters)."""
+    out: dict[int, list[int]] = {}
+    for it in items:
+        out.setdefault(it.cluster_id, [])
+        if it.passage_row not in out[it.cluster_id]:
+            out[it.cluster_id].append(it.passage_row)
+    return out
 
 
 def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:

@@ -1,0 +1,101 @@
+"""Pure statistics of the generation-time gates (issue 17 items 3-5): shortcut and uniqueness
+flags, the controls' derangement, and the AUC of real vs control verifier scores.
+
+No model, no I/O: `pipeline.generation.gates` feeds them the solver's and verifier's outputs,
+and tests feed them hand-made numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+from sklearn.metrics import roc_auc_score
+
+from pipeline.agents.rewards import normalize
+
+
+def accuracy(correct: Sequence[bool]) -> float | None:
+    """Share of correct samples; None for no samples (not checked, not 0)."""
+    return sum(map(bool, correct)) / len(correct) if correct else None
+
+
+def is_shortcut(
+    hop_count: int, closed_book: float | None, one_search: float | None, threshold: float
+) -> bool | None:
+    """A multi-hop record (h >= 2) that a closed-book or one-search solver answers with
+    accuracy >= threshold does not need its hops. None: single-hop, or nothing measured."""
+    if hop_count < 2:
+        return None
+    accs = [a for a in (closed_book, one_search) if a is not None]
+    if not accs:
+        return None
+    return max(accs) >= threshold
+
+
+def answer_candidates(
+    predictions: Sequence[str | None],
+    supported: Sequence[bool | None],
+    min_support: int,
+) -> list[str]:
+    """Distinct Norm(answers) that >= min_support rollouts give *and* found in the passages
+    they retrieved. Two or more of them: the rollouts converge on several answers the corpus
+    backs, a sign of an ambiguous question; an unsupported answer is only a solver error."""
+    counts = Counter(
+        normalize(p) for p, ok in zip(predictions, supported, strict=True) if ok and normalize(p)
+    )
+    return sorted(a for a, c in counts.items() if c >= min_support)
+
+
+def is_unique(candidates: Sequence[str]) -> bool:
+    return len(candidates) < 2
+
+
+def derangement(n: int, seed: int) -> list[int]:
+    """A permutation with no fixed point (n >= 2): item i takes item out[i]'s evidence. A
+    seeded shuffle, then each position takes the next one's item (a single cycle), so every
+    record gets another record's evidence whatever the order."""
+    if n < 2:
+        raise ValueError("a derangement needs at least two items")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    out = [0] * n
+    for k, i in enumerate(order):
+        out[i] = order[(k + 1) % n]
+    return out
+
+
+def in_sample(record_id: str, share: float) -> bool:
+    """Whether a record belongs to the controls' sample: a hash of its id below `share`, so
+    the sample does not depend on shard size or order and a rerun draws the same records."""
+    if share >= 1.0:
+        return True
+    return int(record_id[:8], 16) / 0xFFFFFFFF < share if _is_hex(record_id[:8]) else False
+
+
+def _is_hex(s: str) -> bool:
+    try:
+        int(s, 16)
+    except ValueError:
+        return False
+    return len(s) == 8
+
+
+def auc_real_vs_control(real: Sequence[float], control: Sequence[float]) -> float | None:
+    """ROC AUC of the verifier separating real evidence (positives) from a control (negatives):
+    the chance that a random real V exceeds a random control V, ties counted half. 0.5 is no
+    separation (a degenerate verifier with V = 0 everywhere scores exactly 0.5). None when
+    either side is empty."""
+    if not real or not control:
+        return None
+    labels = [1] * len(real) + [0] * len(control)
+    return float(roc_auc_score(labels, [*real, *control]))
+
+
+def leakage_share(real: Sequence[float], answer_only: Sequence[float]) -> float | None:
+    """Share of records whose V with the answer string alone is >= their real V: the verifier
+    rewarding answer leakage rather than evidence. Pairs by position (same record)."""
+    if not real:
+        return None
+    return sum(a >= r for r, a in zip(real, answer_only, strict=True)) / len(real)

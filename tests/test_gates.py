@@ -1,0 +1,300 @@
+"""Generation-time quality gates (issue 17 items 3-5): the pure statistics on hand-made numbers,
+then the gates on the real 270M model (shortcut check, uniqueness, verifier controls)."""
+
+from __future__ import annotations
+
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from pipeline.quality.gate_stats import (
+    accuracy,
+    answer_candidates,
+    auc_real_vs_control,
+    derangement,
+    in_sample,
+    is_shortcut,
+    is_unique,
+    leakage_share,
+)
+
+# ---- pure statistics ---------------------------------------------------------------------
+
+
+def test_shortcut_only_for_multi_hop_and_at_the_threshold():
+    assert is_shortcut(2, 0.5, 0.0, 0.5) is True
+    assert is_shortcut(3, 0.0, 0.75, 0.5) is True
+    assert is_shortcut(2, 0.25, 0.25, 0.5) is False
+    assert is_shortcut(1, 1.0, 1.0, 0.5) is None  # single-hop: not applicable
+    assert is_shortcut(2, None, None, 0.5) is None  # nothing measured
+    assert accuracy([True, False, True, True]) == 0.75 and accuracy([]) is None
+
+
+def test_answer_candidates_count_only_supported_converging_answers():
+    preds = ["Paris", "paris.", "The Paris", "Lyon", "Lyon", "Nice", None]
+    supported = [True, True, False, True, True, True, None]
+    # "paris" twice supported (the third is unsupported), "lyon" twice, "nice" once
+    assert answer_candidates(preds, supported, 2) == ["lyon", "paris"]
+    assert not is_unique(answer_candidates(preds, supported, 2))
+    assert answer_candidates(preds, supported, 3) == []
+    assert is_unique(answer_candidates(preds, supported, 3))
+    assert answer_candidates(preds, supported, 1) == ["lyon", "nice", "paris"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 16])
+def test_derangement_has_no_fixed_point_and_is_a_permutation(n):
+    for seed in range(20):
+        d = derangement(n, seed)
+        assert sorted(d) == list(range(n))
+        assert all(d[i] != i for i in range(n))
+    with pytest.raises(ValueError):
+        derangement(1, 0)
+
+
+def test_controls_sample_is_a_stable_share_of_record_ids():
+    ids = [f"{i:08x}" + "0" * 16 for i in range(0, 0xFFFFFFFF, 0xFFFFFFFF // 1000)]
+    share = sum(in_sample(r, 0.25) for r in ids) / len(ids)
+    assert 0.23 < share < 0.27
+    assert all(in_sample(r, 1.0) for r in ids) and not any(in_sample(r, 0.0) for r in ids)
+
+
+def test_auc_and_leakage_share_on_hand_made_scores():
+    assert auc_real_vs_control([0.5, 0.25], [0.0, 0.0]) == 1.0
+    assert auc_real_vs_control([0.0, 0.0], [0.0, 0.0]) == 0.5  # degenerate verifier
+    real, shuf = [0.5, 0.0, 0.25, -0.25], [0.0, 0.25, -0.5, 0.0]
+    assert auc_real_vs_control(real, shuf) == pytest.approx(
+        roc_auc_score([1] * 4 + [0] * 4, real + shuf)
+    )
+    assert auc_real_vs_control([], [0.1]) is None
+    assert leakage_share([0.5, 0.0, 0.25], [0.5, 0.25, 0.0]) == pytest.approx(2 / 3)
+
+
+# ---- the gates on the real 270M model ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory, embedder):
+    from pipeline.core.config import load_config
+    from pipeline.retrieval.faiss_index import Retriever
+    from pipeline.retrieval.index_build import ensure_index
+
+    out = tmp_path_factory.mktemp("gates") / "out"
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    return Retriever(ensure_index(cfg, embedder, progress=False).dir, embedder)
+
+
+@pytest.fixture(scope="module")
+def shots():
+    from pipeline.agents.prompts import load_few_shot
+    from tests.conftest import ROOT
+
+    return load_few_shot(ROOT / "data/prompts/proposer_fewshot.jsonl")
+
+
+def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retriever, shots):
+    """A one-fact question labelled 2-hop that the model answers without searching is flagged
+    (the transformers backend: with these seeds it answers "Paris" closed-book in most samples;
+    on vLLM's sampler the same settings gave 1 of 4, so the backend is pinned here);
+    a question with an answer no solver can produce (an invented name) is not (h = 1 is
+    covered by test_shortcut_only_for_multi_hop_and_at_the_threshold). Closed-book and
+    one-search rollouts are the solver's own."""
+    from pipeline.agents.solver import SolverSettings, SolverTask
+    from pipeline.generation.gates import shortcut_check
+
+    tasks = [
+        SolverTask("easy", "What is the capital of France?", "Paris", None, None, []),
+        SolverTask(
+            "hard",
+            "Which clerk of the Verrano guild signed the second Ostrel charter?",
+            "Quilmar Dessoway",
+            None,
+            None,
+            [],
+        ),
+    ]
+    base = SolverSettings(n=2, temperature=1.0, max_tokens=24, seed=11, max_turns=2, topk=3)
+    res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p)
+    easy, hard = res
+    seen = [(r["check"], r["predicted_answer"], r["stop_reason"]) for r in res[0].rollouts]
+    assert easy.columns["closed_book_accuracy"] >= 0.5, seen
+    assert easy.columns["shortcut"] is True
+    assert hard.columns["closed_book_accuracy"] == 0.0
+    assert hard.columns["one_search_accuracy"] == 0.0
+    assert hard.columns["shortcut"] is False
+    for r in res:
+        checks = [row["check"] for row in r.rollouts]
+        assert checks.count("closed_book") == 4 and checks.count("one_search") == 4
+    closed = [row for r in res for row in r.rollouts if row["check"] == "closed_book"]
+    one = [row for r in res for row in r.rollouts if row["check"] == "one_search"]
+    assert all(not row["searches"] for row in closed)  # the search tool was off
+    assert all(len(row["searches"]) <= 1 for row in one)  # a budget of one search
+    assert any(row["searches"] for row in one)  # ... that the model used
+
+
+def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
+    """The controls re-score real verifier results: every subject gets all three controls for
+    every method (PMI from the same teacher-forced scores), the shuffled evidence is another
+    record's, p- is the real run's, and teacher forcing gives the answer-bearing real evidence
+    more credit than another record's."""
+    import datetime as dt
+    import math
+
+    from pipeline.agents.verifier import (
+        VerifierItem,
+        answer_tokens,
+        pmi_from_teacher_forced,
+        verify_mc,
+        verify_teacher_forced,
+    )
+    from pipeline.generation.gates import VerifierRun, control_subjects, verifier_controls
+
+    items = [
+        VerifierItem(
+            "a" * 24,
+            "In which year was the Eiffel Tower completed?",
+            "1889",
+            "The Eiffel Tower was completed in 1889 as the entrance to the World's Fair.",
+        ),
+        VerifierItem(
+            "b" * 24,
+            "Who wrote the novel Moby-Dick?",
+            "Herman Melville",
+            "Moby-Dick is an 1851 novel by the American writer Herman Melville.",
+        ),
+        VerifierItem(
+            "c" * 24,
+            "What is the chemical symbol for gold?",
+            "Au",
+            "Gold is a chemical element with the symbol Au and atomic number 79.",
+        ),
+    ]
+    render = lambda p: p  # noqa: E731
+    llm = vllm_llm
+    mc = verify_mc(llm, items, shots, 2, 1.0, 1.0, 8, 5, render)
+    tf = verify_teacher_forced(llm, items, shots, render)
+    pmi = pmi_from_teacher_forced(tf, [answer_tokens(llm, it.answer) for it in items])
+    verified = [
+        {"mc": m, "teacher_forced": t, "teacher_forced_pmi": p}
+        for m, t, p in zip(mc, tf, pmi, strict=True)
+    ]
+    subjects = control_subjects(items, [0, 1, 2], verified, 1.0)
+    _, title, text = retriever.passages.get([7])[0]
+
+    def off_topic(record_id: str, cluster: int):
+        return f"{title}: {text}", "passage-7", cluster + 10
+
+    vr = VerifierRun(("mc", "teacher_forced", "teacher_forced_pmi"), 2, 1.0, 1.0, 8, 5)
+    now = dt.datetime.now(dt.UTC)
+    out = verifier_controls(llm, subjects, items, off_topic, shots, vr, render, now, "run-x")
+    rows = [row for g in out.values() for row in g.controls]
+    assert len(rows) == 3 * 3 * 4  # records x methods x (real + 3 controls)
+    real = {(r["record_id"], r["method"]): r for r in rows if r["control"] == "real"}
+    evidence = {it.record_id: it.evidence for it in items}
+    for r in rows:
+        assert r["p_neg"] == real[(r["record_id"], r["method"])]["p_neg"]
+        if r["method"] != "teacher_forced_pmi":  # PMI: tanh of the per-token log ratio
+            assert r["v"] == pytest.approx(r["p_pos"] - r["p_neg"])
+        else:
+            assert r["v"] == pytest.approx(math.tanh(math.log(r["p_pos"] / r["p_neg"])))
+        if r["control"] == "shuffled":
+            assert r["evidence_record_id"] != r["record_id"]
+            assert r["evidence"] == evidence[r["evidence_record_id"]]
+        if r["control"] == "answer_only":
+            assert r["evidence"] == next(i.answer for i in items if i.record_id == r["record_id"])
+        if r["control"] == "off_topic":
+            assert r["evidence_passage_id"] == "passage-7" and text in r["evidence"]
+    for it, m in zip(items, mc, strict=True):  # MC, the primary method, fills the columns
+        cols = out[it.record_id].columns
+        mine = {
+            r["control"]: r["v"]
+            for r in rows
+            if r["record_id"] == it.record_id and r["method"] == "mc"
+        }
+        assert cols["v_shuffled"] == mine["shuffled"] and cols["v_off_topic"] == mine["off_topic"]
+        assert mine["real"] == m.v
+    tf_real = [r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "real"]
+    tf_shuf = [
+        r["v"] for r in rows if r["method"] == "teacher_forced" and r["control"] == "shuffled"
+    ]
+    assert sum(tf_real) > sum(tf_shuf)
+
+
+def test_pmi_verifier_is_the_per_token_log_ratio_squashed():
+    import math
+
+    from pipeline.agents.rewards import verifier_pmi
+
+    p_pos, p_neg, v = verifier_pmi(math.log(0.25) * 2, math.log(0.0625) * 2, 2)
+    assert (p_pos, p_neg) == pytest.approx((0.25, 0.0625))
+    assert v == pytest.approx(math.tanh(math.log(4)))
+    # the paper's P+ - P- is ~0 for long answers; the PMI still ranks real above shuffled
+    assert verifier_pmi(-20.0, -30.0, 5)[2] > verifier_pmi(-29.0, -30.0, 5)[2] > 0
+    assert verifier_pmi(-30.0, -20.0, 5)[2] < 0
+    with pytest.raises(ValueError):
+        verifier_pmi(-1.0, -1.0, 0)
+
+
+def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
+    from pipeline.catalog.export_splits import drop_ambiguous, drop_shortcuts
+
+    rows = [
+        {"record_id": "a", "shortcut": True, "closed_book_accuracy": 0.75},
+        {"record_id": "b", "shortcut": None, "unique_answer": None},  # single-hop, unchecked
+        {"record_id": "c", "shortcut": False, "unique_answer": False,
+         "answer_candidates": ["lyon", "paris"]},
+        {"record_id": "d", "shortcut": False, "unique_answer": True},
+    ]  # fmt: skip
+    kept, short = drop_shortcuts(rows)
+    kept, amb = drop_ambiguous(kept)
+    assert [r["record_id"] for r in kept] == ["b", "d"]
+    assert [(d.record_id, d.reason) for d in short] == [("a", "shortcut")]
+    assert "0.75" in short[0].detail
+    assert [(d.record_id, d.reason, d.detail) for d in amb] == [
+        ("c", "ambiguous_answer", "answers: lyon | paris")
+    ]
+
+
+def test_landed_run_gates_views_match_their_rows(landed_run):
+    """On the real landed nightly: every valid verbatim record got its controls, and the
+    verifier_controls view's AUC and leakage share equal scikit-learn's over control_scores."""
+    import duckdb
+
+    from pipeline.quality.gate_stats import auc_real_vs_control, leakage_share
+
+    with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
+        verified = con.execute(
+            "SELECT count(*) FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
+            [landed_run.run_id],
+        ).fetchone()[0]
+        rows = con.execute(
+            "SELECT record_id, method, control, v FROM control_scores WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchall()
+        view = con.execute(
+            "SELECT method, records, auc_real_vs_shuffled, answer_only_ge_real_share "
+            "FROM verifier_controls WHERE run_id = ?",
+            [landed_run.run_id],
+        ).fetchall()
+        steps = {s for (s,) in con.execute("SELECT DISTINCT step FROM shard_steps").fetchall()}
+        checked = con.execute(
+            "SELECT count(*) FILTER (WHERE shortcut IS NOT NULL), "
+            "count(*) FILTER (WHERE is_valid AND hop_count >= 2), "
+            "(SELECT count(*) FROM gate_rollouts WHERE run_id = ?) FROM curriculum "
+            "WHERE run_id = ?",
+            [landed_run.run_id, landed_run.run_id],
+        ).fetchone()
+    assert verified > 0
+    assert {"propose", "solve", "verify", "shortcut", "controls"} <= steps
+    assert checked[0] == checked[1] and checked[2] == checked[1] * 2 * 2  # shortcut_n=2
+    real = {(r, m): v for r, m, c, v in rows if c == "real"}
+    methods = {m for _, m, _, _ in rows}  # teacher-forced runs also store the PMI variant
+    assert len(real) == verified * len(methods)  # every verified record, every method
+    assert {c for _, _, c, _ in rows} == {"real", "shuffled", "answer_only", "off_topic"}
+    for method, records, auc, share in view:
+        pairs = [(r, v) for (r, m), v in real.items() if m == method]
+        shuf = [v for r, m, c, v in rows if m == method and c == "shuffled"]
+        ans = {r: v for r, m, c, v in rows if m == method and c == "answer_only"}
+        assert records == len(pairs)
+        assert auc == pytest.approx(auc_real_vs_control([v for _, v in pairs], shuf))
+        assert share == pytest.approx(
+            leakage_share([v for _, v in pairs], [ans[r] for r, _ in pairs])
+        )
