@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.1.0"
+SCHEMA_VERSION = "2.2.0"
 
 _TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
@@ -243,14 +243,34 @@ SOLVER_ROLLOUTS = _schema(
         f("evidence_hit_step", pa.int32(), doc="first search retrieving the evidence passage"),
         f("query_redundancy", pa.list_(pa.float64()), doc="max cosine to earlier sub-queries"),
         f("step_rewards", pa.list_(pa.float64()), doc="EVO-RAG R_t per search (+ answer) step"),
-        f("protocol", pa.string(), False, "solver.protocol: search_r1 | evalact"),
+        f("protocol", pa.string(), False, "solver.protocol: search_r1 | evalact | arr"),
         f(
             "protocol_violations",
             pa.list_(pa.string()),
-            doc="EvalAct: reason per malformed or missing Evaluate (null under search_r1)",
+            doc="EvalAct: reason per malformed or missing Evaluate; ARR: role:reason per broken "
+            "turn (null under search_r1)",
         ),
-        f("outcome_reward", pa.float64(), doc="EvalAct eq. 4: F1 if the protocol was kept, else 0"),
-        f("outcome_advantage", pa.float64(), doc="EvalAct eq. 5: A_i over the record's n rollouts"),
+        f(
+            "outcome_reward",
+            pa.float64(),
+            doc="EvalAct eq. 4: F1 if the protocol was kept, else 0; ARR eq. 5: the reasoner's r^r",
+        ),
+        f(
+            "outcome_advantage",
+            pa.float64(),
+            doc="EvalAct eq. 5 / ARR §4.2.1: A_i (ARR: the reasoner's A^r) over the n rollouts",
+        ),
+        f("verifier_output", pa.string(), doc="ARR: the verifier's view of the dialogue"),
+        f("verifier_answer", pa.string(), doc="ARR: the verifier's <final_answer>"),
+        f("verifier_answer_f1", pa.float64(), doc="ARR: F1(verifier answer, gold)"),
+        f("verifier_reward", pa.float64(), doc="ARR eq. 5: the verifier's r^v"),
+        f("verifier_advantage", pa.float64(), doc="ARR §4.2.1: A^v over the record's n dialogues"),
+        f(
+            "entropy_pattern",
+            pa.string(),
+            doc="ARR §3.2: D | ID | F | DI | I over the reasoner's last three think entropies",
+        ),
+        f("behavior_impact", pa.float64(), doc="ARR eq. 8: A_impact (null: < 2 steps)"),
         f("created_at", _TS, False),
     ],
 )
@@ -276,6 +296,42 @@ EVALACT_SEGMENTS = _schema(
         f("pcar_multiplier", pa.float64(), doc="eq. 8: clamp(1 + gain z_tilde, delta, inf)"),
         f("outcome_advantage", pa.float64(), False, "eq. 5: the rollout's A_i"),
         f("calibrated_advantage", pa.float64(), doc="eq. 8: A_i x pcar_multiplier"),
+    ],
+)
+
+ARR_TURNS = _schema(
+    "arr_turns",
+    "One action of one turn of an ARR reasoner-verifier dialogue, with its entropy and advantages.",
+    [
+        f("turn_id", pa.string(), False, "<rollout_id>:act:<action_index>"),
+        f("rollout_id", pa.string(), False, "joins solver_rollouts"),
+        f("record_id", pa.string(), False, "joins curriculum"),
+        f("run_id", pa.string(), False),
+        f("sample", pa.int32(), False),
+        f("action_index", pa.int32(), False, "0-based position of the action in the dialogue"),
+        f("turn", pa.int32(), False, "0-based generate turn (the roles alternate)"),
+        f("round", pa.int32(), False, "0-based reasoner-verifier round"),
+        f("role", pa.string(), False, "reasoner | verifier"),
+        f(
+            "action",
+            pa.string(),
+            False,
+            "think | search | verify | answer | selected_doc | response | final_answer | none "
+            "(a turn without any tagged action: its raw text)",
+        ),
+        f("text", pa.string(), False),
+        f("mean_entropy", pa.float64(), doc="H_a: mean token entropy of the action (nats)"),
+        f("entropy_tokens", pa.int32(), False, "generated tokens attributed to the action"),
+        f("entropy_exact", pa.bool_(), doc="full-vocabulary entropy; false: top-k lower bound"),
+        f("entropy_top_k", pa.int32(), doc="k of the top-k approximation (null when exact)"),
+        f("violations", pa.list_(pa.string()), doc="the turn's protocol violations (role:reason)"),
+        f("critique", pa.bool_(), False, "a verifier action in A^v_sub (arr.critique_actions)"),
+        f("gold_in_documents", pa.bool_(), doc="verifier: gold answer in the step's d_t"),
+        f("gold_in_action", pa.bool_(), doc="verifier: gold answer in the action's text"),
+        f("clarity", pa.float64(), doc="eq. 7: exp(-H) 1[gold in d_t] (2 1[gold in a] - 1)"),
+        f("process_advantage", pa.float64(), doc="eq. 6: F1(y^r) A_clarity A_impact"),
+        f("outcome_advantage", pa.float64(), False, "A^r or A^v of the action's role"),
+        f("advantage", pa.float64(), False, "eq. 9: A^v + 1[critique] A_proc; reasoner: A^r"),
     ],
 )
 
@@ -384,6 +440,7 @@ TABLES: dict[str, pa.Schema] = {
         CURRICULUM,
         SOLVER_ROLLOUTS,
         EVALACT_SEGMENTS,
+        ARR_TURNS,
         PROPOSER_ROLLOUTS,
         VERIFIER_SAMPLES,
         REJECTS,

@@ -143,5 +143,8 @@ def test_solver_protocol_config():
     assert (cfg.solver.pcar_lambda_base, cfg.solver.pcar_lambda_max) == (0.1, 0.5)
     assert cfg.solver.pcar_delta == 1e-6
     assert load_config(None, ["solver.protocol=evalact"]).solver.protocol == "evalact"
-    with pytest.raises(Exception, match="arr is not implemented"):
-        load_config(None, ["solver.protocol=arr"])
+    arr = load_config(None, ["solver.protocol=arr", "arr.max_rounds=3"])
+    assert (arr.solver.protocol, arr.arr.max_rounds) == ("arr", 3)
+    # Same model with role prompts only: a separate verifier model is refused, not ignored.
+    with pytest.raises(Exception, match=r"arr\.verifier_model is not supported"):
+        load_config(None, ["solver.protocol=arr", "arr.verifier_model=some/model"])

@@ -37,6 +37,7 @@ SHARDED_TABLES = (
     "solver_rollouts",
     "verifier_samples",
     "evalact_segments",
+    "arr_turns",
     "rejects",
 )
 

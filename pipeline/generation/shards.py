@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 
 from tqdm import tqdm
 
+from pipeline.agents.arr import ArrSettings
 from pipeline.agents.prompts import (
     FewShot,
     load_few_shot,
@@ -86,6 +87,7 @@ class ShardOutput:
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
     evalact_segments: list[dict] = field(default_factory=list)  # solver.protocol=evalact
+    arr_turns: list[dict] = field(default_factory=list)  # solver.protocol=arr
 
     def tables(self) -> dict[str, list[dict]]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -164,6 +166,18 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             pcar_lambda_base=cfg.solver.pcar_lambda_base,
             pcar_lambda_max=cfg.solver.pcar_lambda_max,
             pcar_delta=cfg.solver.pcar_delta,
+            arr=ArrSettings(
+                max_rounds=cfg.arr.max_rounds,
+                topk=cfg.retrieval.topk,
+                max_doc_tokens=cfg.retrieval.max_tokens_per_response,
+                force_final=g.force_final,
+                entropy_top_k=cfg.arr.entropy_top_k,
+                adversarial_lambda=cfg.arr.adversarial_lambda,
+                f1_buckets=cfg.arr.f1_buckets,
+                entropy_delta=cfg.arr.entropy_delta,
+                monitored_actions=tuple(cfg.arr.monitored_actions),
+                critique_actions=tuple(cfg.arr.critique_actions),
+            ),
         )
         res = solve(gen, ctx.retriever, tasks, ctx.shots, settings, ctx.render)
         solved = dict(zip(solve_idx, res, strict=True))
@@ -205,7 +219,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         index_fingerprint=ctx.retriever.fingerprint,
         config_hash=cfg.config_hash(),
     )
-    curriculum, pro_rows, rollouts, samples, segments = [], [], [], [], []
+    curriculum, pro_rows, rollouts, samples, segments, turns = [], [], [], [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
         roll = proposed[i].rollout
@@ -246,10 +260,11 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
             segments += [{**row, "run_id": ctx.run_id} for row in sol.segments]
+            turns += [{**row, "run_id": ctx.run_id} for row in sol.turns]
         if ver:
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
-    return ShardOutput(curriculum, pro_rows, rollouts, samples, segments)
+    return ShardOutput(curriculum, pro_rows, rollouts, samples, segments, turns)
 
 
 def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
