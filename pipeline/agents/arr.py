@@ -101,6 +101,7 @@ class Dialogue:
     planning_turns: int = 0  # reasoner turns with a <think>
     round: int = 0
     docs: str = ""  # the current step's formatted documents
+    feedback_pending: bool = False  # the reasoner's next turn must open by verifying feedback
 
     @property
     def live(self) -> bool:
@@ -174,8 +175,9 @@ def _reasoner_turn(
     opener, d.pending = d.pending, ""
     full = opener + c.text
     violations = []
-    if d.hits and "<verify>" not in full:
-        violations.append("missing_verify")  # every step after feedback opens with <verify>
+    if d.feedback_pending and VERIFY_OPEN not in full:
+        violations.append("missing_verify")  # a step after feedback verifies it first
+    d.feedback_pending = False
     if "<think>" in full:
         d.planning_turns += 1
     last_round = d.round + 1 >= s.max_rounds
@@ -240,6 +242,7 @@ def _critique_turn(d: Dialogue, c: Completion, hits: list[Hit], count: Callable)
     parts = [p for p in (doc_text, response) if p]
     body = "\n".join(parts) if parts else "The verifier gave no usable feedback."
     d.transcript += f"\n\n{FEEDBACK_OPEN}{body}</feedback>\n\n"
+    d.feedback_pending = True
     cut = "<response>" in c.text and "</response>" not in c.text  # the stop string
     d.verifier_log += c.text + ("</response>" if cut else "")
     _record(d, "verifier", c, VERIFIER_ACTIONS, count, violations, d.docs, VERIFY_OPEN)
