@@ -278,8 +278,8 @@ def _process_lines(d: RunData) -> list[str]:
                 ],
             ),
         ]
-        if e["violations"]:
-            lines += ["Violations:", "", *_table(["reason", "segments"], e["violations"])]
+        if e["violation_reasons"]:
+            lines += ["Violations:", "", *_table(["reason", "segments"], e["violation_reasons"])]
     if a := d.arr:
         patterns = [
             (r["entropy_pattern"] or "none", r["dialogues"], _num(r["share"]),
@@ -302,8 +302,9 @@ def _process_lines(d: RunData) -> list[str]:
             "",
             *_table(["pattern", "dialogues", "share", "accuracy", "mean F1"], patterns),
         ]
-        if a["violations"]:
-            lines += ["Violations:", "", *_table(["role", "reason", "turns"], a["violations"])]
+        if a["violation_reasons"]:
+            reasons = a["violation_reasons"]
+            lines += ["Violations:", "", *_table(["role", "reason", "turns"], reasons)]
     return lines
 
 

@@ -253,7 +253,7 @@ def process_signals(
         rows = _dicts(con, "SELECT * FROM evalact_calibration WHERE run_id = ?", p)
         if rows:
             evalact = rows[0]
-            evalact["violations"] = con.execute(
+            evalact["violation_reasons"] = con.execute(
                 "SELECT reason, n FROM evalact_violations WHERE run_id = ? ORDER BY n DESC, reason",
                 p,
             ).fetchall()
@@ -270,7 +270,7 @@ def process_signals(
                 "NULLS LAST",
                 p,
             )
-            arr["violations"] = con.execute(
+            arr["violation_reasons"] = con.execute(
                 "SELECT role, reason, n FROM arr_violations WHERE run_id = ? "
                 "ORDER BY n DESC, role, reason",
                 p,
