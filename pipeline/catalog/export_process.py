@@ -50,7 +50,7 @@ def attach_solver_process(
     by_id = {r["record_id"]: r for r in rows}
     con.register("_export_ids", pa.table({"record_id": list(by_id)}))
     try:
-        for rec in con.execute(_PROCESS_SQL).to_arrow_table().to_pylist():
+        for rec in con.sql(_PROCESS_SQL).to_arrow_table().to_pylist():
             row = by_id[rec.pop("record_id")]
             row["solver_process"] = (row["solver_process"] or []) + [rec]
     finally:
