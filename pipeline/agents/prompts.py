@@ -211,7 +211,7 @@ def arr_reasoner_prompt(question: str, shots: Sequence[FewShot]) -> str:
     """The reasoner's role prompt: the paper's reasoner instructions, then demos whose
     <feedback> blocks are what the engine hands back (selected document + response)."""
     blocks = [ARR_REASONER_INSTRUCTION, ""]
-    for s in shots[:2]:
+    for s in shots[:1]:  # one demo: every verifier turn re-reads the whole dialogue too
         blocks += [
             f"Question: {s.question}",
             f"<think>I need to look up {s.title}.</think>",
@@ -232,7 +232,7 @@ def arr_verifier_prompt(question: str, shots: Sequence[FewShot]) -> str:
     """The verifier's role prompt: the paper's verifier instructions, then demos of one
     critique (verify, selected_doc, response) and one answer check (verify, final_answer)."""
     blocks = [ARR_VERIFIER_INSTRUCTION, ""]
-    for s in shots[:2]:
+    for s in shots[:1]:  # one demo: the prompt is prefilled on every verifier turn
         blocks += [
             f"Question: {s.question}",
             f"Reasoner: <think>I need to look up {s.title}.</think>",
