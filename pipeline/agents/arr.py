@@ -221,7 +221,9 @@ def _reasoner_turn(
     return query
 
 
-def _critique_turn(d: Dialogue, c: Completion, hits: list[Hit], count: Callable) -> None:
+def _critique_turn(
+    d: Dialogue, c: Completion, hits: list[Hit], count: Callable, max_doc_tokens: int
+) -> None:
     """Record a verifier critique and hand its feedback to the reasoner."""
     spans = {n: b for n, b, _, _ in action_spans(VERIFY_OPEN + c.text, VERIFIER_ACTIONS)}
     violations = []
@@ -234,9 +236,8 @@ def _critique_turn(d: Dialogue, c: Completion, hits: list[Hit], count: Callable)
     if "selected_doc" in spans:
         m = _DOC_REF.search(spans["selected_doc"])
         k = int(m.group(1)) if m else 0
-        if 1 <= k <= len(hits):
-            h = hits[k - 1]
-            doc_text = f"Doc {k}(Title: {h.title}) {h.text}"
+        if 1 <= k <= len(hits):  # the selected passage, under the tool-response budget
+            doc_text = f"Doc {k}" + format_docs([hits[k - 1]], count, max_doc_tokens)[5:]
         else:
             violations.append("bad_selected_doc")
     parts = [p for p in (doc_text, response) if p]
@@ -319,7 +320,7 @@ def run_dialogues(
         )
         for d, o in zip(checking, v_outs, strict=True):
             if d.phase == "critique":
-                _critique_turn(d, o[0], step_hits[id(d)], count)
+                _critique_turn(d, o[0], step_hits[id(d)], count, s.max_doc_tokens)
             else:
                 _answer_check_turn(d, o[0], count)
         live = [d for g in groups for d in g if d.phase == "reasoner"]
