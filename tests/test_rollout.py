@@ -434,8 +434,8 @@ def test_arr_solver_on_the_real_model(retriever, llm):
     tasks = [SolverTask("r2", "Into which sea does the Danube flow?", "Black Sea", None, None, [])]
     from pipeline.agents.arr import ArrSettings
 
-    s = SolverSettings(n=2, temperature=1.0, max_tokens=16, seed=5, protocol="arr",
-                       arr=ArrSettings(max_rounds=2, topk=2, max_doc_tokens=96))  # fmt: skip
+    s = SolverSettings(n=2, temperature=1.0, max_tokens=12, seed=5, protocol="arr",
+                       arr=ArrSettings(max_rounds=2, topk=1, max_doc_tokens=64))  # fmt: skip
     (res,) = solve(llm, retriever, tasks, shots, s)
     ids = {row["rollout_id"] for row in res.rollouts}
     assert len(ids) == 2 and {t["rollout_id"] for t in res.turns} == ids
