@@ -8,7 +8,7 @@ import pyarrow as pa
 from schemas.tables import KG_PATH
 
 # Version of the export layout and columns below (not of the curriculum table contract).
-EXPORT_VERSION = "1.0.0"
+EXPORT_VERSION = "1.1.0"
 
 # Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
 SOURCE_COLUMNS = (
@@ -49,6 +49,29 @@ QUALITY_COLUMNS = (
     "answer_candidates",
 )
 
+# Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a
+# GRPO trainer needs to apply the process signals. EvalAct: the rollout's A_i and, per
+# Search→Evaluate segment in order, PCAR's multiplier clamp(1 + λ z̃, δ, ∞) and A_i × it (null
+# for a segment whose Evaluate was a violation). ARR: the reasoner's r^r / A^r, the verifier's
+# A^v, and per verifier critique action in order its turn, A^v_proc (eq. 6) and Â^v (eq. 9).
+SOLVER_PROCESS = pa.list_(
+    pa.struct(
+        [
+            ("sample", pa.int32()),
+            ("protocol", pa.string()),
+            ("outcome_reward", pa.float64()),
+            ("outcome_advantage", pa.float64()),
+            ("pcar_multipliers", pa.list_(pa.float64())),
+            ("calibrated_advantages", pa.list_(pa.float64())),
+            ("verifier_advantage", pa.float64()),
+            ("critique_turns", pa.list_(pa.int32())),
+            ("process_advantages", pa.list_(pa.float64())),
+            ("critique_advantages", pa.list_(pa.float64())),
+            ("entropy_pattern", pa.string()),
+        ]
+    )
+)
+
 MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 
 # Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads
@@ -80,6 +103,7 @@ RECORD_SCHEMA = pa.schema(
         pa.field("solver_reward_mean", pa.float64()),
         pa.field("run_id", pa.string(), nullable=False),
         pa.field("config_hash", pa.string()),
+        pa.field("solver_process", SOLVER_PROCESS),  # null unless evalact / arr rollouts
     ],
     metadata={"format": "records", "export_version": EXPORT_VERSION},
 )
@@ -101,6 +125,7 @@ EXTRA_INFO = (
     "verifier_v",
     "difficulty",
     "proposer_reward",
+    "solver_process",
 )
 
 VERL_SCHEMA = pa.schema(

@@ -277,7 +277,7 @@ GROUP BY record_id, run_id;
 -- ---- audit macros and views --------------------------------------------------------------
 -- Everything below must also bind on an empty catalog (contract-typed empty base views), so it
 -- only reads the base views the store always creates: curriculum, solver_rollouts,
--- verifier_samples, evalact_segments, proposer_rollouts, rejects, runs, passages.
+-- verifier_samples, evalact_segments, arr_turns, proposer_rollouts, rejects, runs, passages.
 
 -- Norm of pipeline.agents.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
 -- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
@@ -441,8 +441,66 @@ GROUP BY run_id;
 -- EvalAct protocol violations per run and reason (malformed or missing Evaluate actions).
 CREATE OR REPLACE VIEW evalact_violations AS
 SELECT run_id, reason, count(*) AS n
-FROM (SELECT run_id, unnest(protocol_violations) AS reason FROM solver_rollouts)
+FROM (
+    SELECT run_id, unnest(protocol_violations) AS reason
+    FROM solver_rollouts WHERE protocol = 'evalact'
+)
 GROUP BY ALL;
+
+-- ARR (issue 16): protocol violations per run, role and reason ('role:reason', e.g.
+-- 'verifier:missing_response'), counted once per broken turn.
+CREATE OR REPLACE VIEW arr_violations AS
+SELECT run_id, split_part(v, ':', 1) AS role, split_part(v, ':', 2) AS reason, count(*) AS n
+FROM (
+    SELECT run_id, unnest(protocol_violations) AS v
+    FROM solver_rollouts WHERE protocol = 'arr'
+)
+GROUP BY ALL;
+
+-- ARR §3.2 / Figure 2: each dialogue's entropy pattern (the reasoner's last three think
+-- entropies) with its share of the run's dialogues and the accuracy of the dialogues in it.
+-- NULL pattern: fewer than two think steps (no trend).
+CREATE OR REPLACE VIEW arr_entropy_patterns AS
+SELECT
+    run_id,
+    entropy_pattern,
+    count(*) AS dialogues,
+    count(*) / sum(count(*)) OVER (PARTITION BY run_id) AS share,
+    avg(correct::DOUBLE) AS accuracy,
+    avg(answer_f1) AS mean_f1,
+    avg(behavior_impact) AS mean_behavior_impact
+FROM solver_rollouts
+WHERE protocol = 'arr'
+GROUP BY run_id, entropy_pattern;
+
+-- ARR per run: the two agents' outcome rewards (eq. 5), how often they agree, and the
+-- verifier's critique entropy and process advantage (eqs. 6-7) when the reasoner was right
+-- vs wrong (the paper's §5.4 observation: verifier entropy separates the two).
+CREATE OR REPLACE VIEW arr_calibration AS
+WITH d AS (
+    SELECT run_id, rollout_id, correct, outcome_reward, verifier_reward, answer_f1,
+        verifier_answer_f1, predicted_answer, verifier_answer
+    FROM solver_rollouts WHERE protocol = 'arr'
+), crit AS (
+    SELECT rollout_id, avg(mean_entropy) AS critique_entropy,
+        avg(process_advantage) AS process_advantage
+    FROM arr_turns WHERE critique
+    GROUP BY rollout_id
+)
+SELECT
+    d.run_id,
+    count(*) AS dialogues,
+    avg(d.correct::DOUBLE) AS reasoner_accuracy,
+    avg(d.answer_f1) AS reasoner_f1,
+    avg(d.verifier_answer_f1) AS verifier_f1,
+    avg(d.outcome_reward) AS mean_reasoner_reward,
+    avg(d.verifier_reward) AS mean_verifier_reward,
+    avg((norm(d.predicted_answer) = norm(d.verifier_answer))::DOUBLE) AS answers_agree,
+    avg(c.critique_entropy) FILTER (WHERE d.correct) AS critique_entropy_if_correct,
+    avg(c.critique_entropy) FILTER (WHERE NOT d.correct) AS critique_entropy_if_wrong,
+    avg(c.process_advantage) AS mean_process_advantage
+FROM d LEFT JOIN crit c USING (rollout_id)
+GROUP BY d.run_id;
 
 -- Per run: how coverage differs between correct and wrong rollouts, and their correlation.
 CREATE OR REPLACE VIEW wcr_correctness AS

@@ -212,6 +212,40 @@ def test_token_entropies_on_request(backend):
     assert max(c.mean_entropy for row in out for c in row) > 0.05
 
 
+def test_arr_turn_entropies_on_every_backend(backend):
+    """An ARR dialogue (solver.protocol=arr) on each backend: every action carries the mean of
+    its own tokens' entropies, exact in process and top-5 over vLLM / HTTP."""
+    from pipeline.agents.arr import REASONER_STOP, ArrSettings, run_dialogues
+    from pipeline.agents.prompts import arr_reasoner_prompt, arr_verifier_prompt
+
+    q = "What is the capital of France?"
+    prompt = arr_reasoner_prompt(q, [])
+    params = SamplingParams(temperature=0.0, max_tokens=16)
+    # One round: no retrieval (a search on the last round is a recorded violation).
+    ((d,),) = run_dialogues(
+        backend, None, [prompt], [arr_verifier_prompt(q, [])], params, ArrSettings(max_rounds=1)
+    )
+    ((first,),) = backend.generate_with_entropy(
+        [prompt], SamplingParams(temperature=0.0, max_tokens=16, stop=REASONER_STOP), top_k=5
+    )
+    exact = not isinstance(backend, HTTPGenerator) and "VLLM" not in type(backend).__name__
+    assert d.actions and d.stop_reason in ("final", "no_action")
+    assert all(":" in v for v in d.violations)
+    turn0 = [a for a in d.actions if a.turn == 0]
+    assert all(a.role == "reasoner" for a in turn0)
+    assert sum(a.tokens for a in turn0) <= len(first.token_entropies)
+    lo, hi = min(first.token_entropies), max(first.token_entropies)
+    for a in d.actions:
+        if a.tokens:
+            assert a.exact is exact and a.top_k == (None if exact else 5)
+            assert a.entropy is not None and a.entropy >= 0.0
+        else:
+            assert a.entropy is None and a.exact is None
+    for a in turn0:
+        if a.tokens:
+            assert lo - 1e-9 <= a.entropy <= hi + 1e-9  # a mean of that completion's entropies
+
+
 def test_topk_entropy_lower_bounds_the_exact_entropy(llm, http_llm):
     """HTTP's top-5 approximation (tail lumped) never exceeds the exact entropy, per token."""
     params = SamplingParams(temperature=0.0, max_tokens=8)
@@ -615,6 +649,36 @@ def test_cache_second_batch_makes_no_inner_calls(llm, tmp_path):
     assert len(inner.score_calls) == 1 and gen.stats()["score_hits"] == 2
     assert gen.count_tokens("Paris") == llm.count_tokens("Paris")
     gen.close()
+
+
+def test_cache_stores_entropy_completions_apart_from_texts(tmp_path):
+    """generate_with_entropy is cached too (ARR dialogues rerun from the cache), under keys of
+    its own: a plain generate of the same prompt never answers it, nor another top_k."""
+    from pipeline.llm.base import Completion
+
+    class EntropyEcho(Echo):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def generate_with_entropy(self, prompts, params, guides=None, top_k=5):
+            self.calls.append((list(prompts), top_k))
+            return [
+                [Completion(t, (0.5, float(top_k)), exact=False, top_k=top_k) for t in o]
+                for o in self.generate(prompts, params, guides)
+            ]
+
+    inner = EntropyEcho()
+    gen = CachedGenerator(inner, tmp_path / "r.sqlite")
+    p = SamplingParams(n=2, temperature=1.0, max_tokens=8, seed=1)
+    gen.generate(["q"], p)
+    first = gen.generate_with_entropy(["q", "r"], p, top_k=5)
+    assert inner.calls == [(["q", "r"], 5)]  # the plain generate's entry was not used
+    assert gen.generate_with_entropy(["q", "r"], p, top_k=5) == first
+    assert first[0][1] == Completion("fresh:q:1", (0.5, 5.0), exact=False, top_k=5)
+    assert len(inner.calls) == 1
+    gen.generate_with_entropy(["q"], p, top_k=3)
+    assert inner.calls[1:] == [(["q"], 3)]
 
 
 def test_cache_keys_cover_model_prompt_and_every_sampling_param(tmp_path):

@@ -143,5 +143,41 @@ def test_solver_protocol_config():
     assert (cfg.solver.pcar_lambda_base, cfg.solver.pcar_lambda_max) == (0.1, 0.5)
     assert cfg.solver.pcar_delta == 1e-6
     assert load_config(None, ["solver.protocol=evalact"]).solver.protocol == "evalact"
-    with pytest.raises(Exception, match="arr is not implemented"):
-        load_config(None, ["solver.protocol=arr"])
+    arr = load_config(None, ["solver.protocol=arr", "arr.max_rounds=3"])
+    assert (arr.solver.protocol, arr.arr.max_rounds) == ("arr", 3)
+    # Same model with role prompts only: a separate verifier model is refused, not ignored.
+    with pytest.raises(Exception, match=r"arr\.verifier_model is not supported"):
+        load_config(None, ["solver.protocol=arr", "arr.verifier_model=some/model"])
+
+
+def test_action_spans_and_their_token_entropies():
+    """An action's H_a is the mean over its own tokens: positions from the token counts of
+    the text before and after it (here one token per character)."""
+    from pipeline.agents.arr import action_spans, span_entropies
+
+    text = "<think>ab</think><search>q"  # the stop string cut </search>
+    spans = action_spans(text, ("think", "search"))
+    assert [(n, b) for n, b, _, _ in spans] == [("think", "ab"), ("search", "q")]
+    h = [float(i) for i in range(len(text))]  # token i has entropy i
+    (_, _, s0, e0), (_, _, s1, e1) = spans
+    assert (s0, e0, s1, e1) == (0, 17, 17, 26)
+    assert span_entropies(h, len, text, s0, e0) == h[0:17]
+    assert span_entropies(h, len, text, s1, e1) == h[17:26]
+    assert span_entropies(h[:20], len, text, s1, e1) == h[17:20]  # fewer tokens than text
+    assert P.mean_token_entropy(span_entropies(h, len, text, s1, e1)) == 21.0
+
+
+def test_step_entropies_are_token_weighted_per_turn():
+    """[H_{a_1}, …]: one value per turn; two think blocks of one turn pool their tokens."""
+    from pipeline.agents.arr import Action
+    from pipeline.agents.arr_scoring import step_entropies
+
+    acts = [
+        Action("reasoner", "think", "a", 0, 0, 2.0, 1),
+        Action("reasoner", "think", "b", 0, 0, 1.0, 3),  # turn 0: (2·1 + 1·3)/4 = 1.25
+        Action("verifier", "verify", "c", 1, 0, 9.0, 5),  # another role
+        Action("reasoner", "think", "d", 2, 1, 0.5, 2),
+        Action("reasoner", "think", "", 4, 2, None, 0),  # no tokens: no step
+    ]
+    assert step_entropies(acts, "reasoner", "think") == [1.25, 0.5]
+    assert P.entropy_pattern(step_entropies(acts, "reasoner", "think"), 0.05) == "D"

@@ -256,6 +256,7 @@ def test_empty_run_gets_a_report_with_no_data_plots(tmp_path):
     assert "Mean V: n/a" in md
     assert "_none: no valid record" in md
     assert "## Rejects: 0" in md
+    assert "## EvalAct" not in md and "## ARR" not in md  # no such rollouts: no sections
     assert_real_pngs(rep)
     assert_links_resolve(rep)
     for path in rep.plots.values():
@@ -344,6 +345,87 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     assert "### Clusters: 1 of ? drawn" in md  # no run_plan view: K unknown
     assert_real_pngs(rep)
     assert blue_pixels(rep.plots["wcr_vs_correct"]) > 200  # the correct rollouts' bars
+
+
+def test_process_signals_in_report_and_export(tmp_path):
+    """EvalAct's z calibration and ARR's entropy patterns vs correctness in the report, and
+    the per-rollout process signals an export carries (solver_process), on hand-made shards."""
+    from pipeline.catalog.export import select_records
+
+    cfg = load_config(None, [])
+    store = Store(tmp_path / "out")
+    store.write_run(_run_record("proc", cfg))
+    rec = {"run_id": "proc", "is_valid": True}
+    records = [_row("curriculum", **rec, record_id=r) for r in ("a", "b", "c")]
+    arr = {"run_id": "proc", "record_id": "a", "protocol": "arr"}
+    rollouts = [
+        _row("solver_rollouts", **arr, rollout_id="a:sol:0", sample=0, correct=True,
+             answer_f1=1.0, predicted_answer="Paris", verifier_answer="Paris",
+             outcome_reward=1.0, verifier_reward=1.0, verifier_advantage=1.0,
+             entropy_pattern="D", protocol_violations=[]),
+        _row("solver_rollouts", **arr, rollout_id="a:sol:1", sample=1, correct=False,
+             predicted_answer="Lyon", verifier_answer="Paris", verifier_reward=0.5,
+             verifier_advantage=-1.0, entropy_pattern="I",
+             protocol_violations=["verifier:missing_response", "reasoner:no_action"]),
+        _row("solver_rollouts", run_id="proc", record_id="b", rollout_id="b:sol:0",
+             protocol="evalact", outcome_advantage=1.0, protocol_violations=["malformed_json"]),
+        _row("solver_rollouts", run_id="proc", record_id="c", rollout_id="c:sol:0",
+             protocol="search_r1"),
+    ]  # fmt: skip
+    turns = [
+        _row("arr_turns", run_id="proc", record_id="a", rollout_id="a:sol:0", turn_id="t0",
+             action_index=2, turn=1, role="verifier", action="response", critique=True,
+             mean_entropy=0.5, process_advantage=0.6, advantage=1.6),
+        _row("arr_turns", run_id="proc", record_id="a", rollout_id="a:sol:0", turn_id="t1",
+             action_index=0, turn=0, role="reasoner", action="think", critique=False),
+        _row("arr_turns", run_id="proc", record_id="a", rollout_id="a:sol:1", turn_id="t2",
+             action_index=1, turn=1, role="verifier", action="verify", critique=True,
+             mean_entropy=1.5, process_advantage=None, advantage=-1.0),
+    ]  # fmt: skip
+    seg = {"run_id": "proc", "record_id": "b", "rollout_id": "b:sol:0"}
+    segments = [
+        _row("evalact_segments", **seg, segment_id="s0", segment=0, z=8.0, evidence_hit=True,
+             violation=None, pcar_multiplier=1.2, calibrated_advantage=1.2),
+        _row("evalact_segments", **seg, segment_id="s1", segment=1, z=2.0, evidence_hit=False,
+             violation=None, pcar_multiplier=0.8, calibrated_advantage=0.8),
+        _row("evalact_segments", **seg, segment_id="s2", segment=2, z=None, evidence_hit=False,
+             violation="malformed_json", pcar_multiplier=None, calibrated_advantage=None),
+    ]  # fmt: skip
+    day = dt.date(2026, 1, 2)
+    files = [
+        store.write_shard("curriculum", "proc", day, "00000", records),
+        store.write_shard("solver_rollouts", "proc", day, "00000", rollouts),
+        store.write_shard("arr_turns", "proc", day, "00000", turns),
+        store.write_shard("evalact_segments", "proc", day, "00000", segments),
+    ]
+    store.commit("proc", "00000", files)
+    catalog = store.refresh_catalog()
+    md = write_run_report(catalog, store.run_dir("proc"), "proc").markdown
+
+    assert table_rows(md, "## EvalAct: z calibration") == [
+        ["hit the evidence passage", "1", "8.000"],
+        ["missed it", "1", "2.000"],
+    ]
+    assert "3 Search→Evaluate segments, 2 with a score z, 1 protocol violations" in md
+    assert "| malformed_json | 1 |" in md
+    assert table_rows(md, "vs correctness:") == [
+        ["D", "1", "0.500", "1.000", "1.000"],
+        ["I", "1", "0.500", "0.000", "0.000"],
+    ]
+    assert "answers agree 0.500" in md
+    assert "critique entropy when the reasoner was right 0.500, wrong 1.500" in md
+    assert "| verifier | missing_response | 1 |" in md and "| reasoner | no_action | 1 |" in md
+
+    sel = select_records(catalog, "record_id IS NOT NULL")
+    proc = {r["record_id"]: r["solver_process"] for r in sel.rows}
+    assert proc["c"] is None  # search_r1: nothing to carry
+    (b,) = proc["b"]
+    assert b["pcar_multipliers"] == [1.2, 0.8, None]
+    assert b["calibrated_advantages"] == [1.2, 0.8, None]
+    a0, a1 = proc["a"]
+    assert (a0["sample"], a0["critique_turns"], a0["process_advantages"]) == (0, [1], [0.6])
+    assert (a0["critique_advantages"], a0["entropy_pattern"]) == ([1.6], "D")
+    assert (a1["verifier_advantage"], a1["process_advantages"]) == (-1.0, [None])
 
 
 def test_cell_escaping_keeps_tables_intact():

@@ -320,3 +320,142 @@ def test_solver_on_the_real_model(retriever, llm):
             else:
                 assert row["wcr_coverage"] is None
                 assert row["wcr_reward"] == wcr_reward(row["correct"], True, 0.0)
+
+
+class ScriptedRoles:
+    """Plays fixed turns per role with a fixed entropy per completion, keyed by a marker in
+    the prompt (R-… reasoner, V-… verifier); like Scripted, only for the engine's bookkeeping."""
+
+    model_id = "scripted"
+
+    def __init__(self, scripts: dict[str, list[tuple[str, float]]]):
+        self.scripts = scripts
+        self.used: dict[str, int] = {}
+        self.calls: list[tuple[int, int]] = []
+
+    def generate_with_entropy(self, prompts, params, guides=None, top_k=5):
+        from pipeline.llm.base import Completion
+
+        self.calls.append((len(prompts), params.n))
+        outs = []
+        for p in prompts:
+            key = max((k for k in self.scripts if k in p), key=p.rfind)
+            text, h = self.scripts[key][self.used.get(key, 0)]
+            self.used[key] = self.used.get(key, 0) + 1
+            c = Completion(text, (h,) * self.count_tokens(text), exact=True)
+            outs.append([c] * params.n)
+        return outs
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def test_arr_dialogue_rounds_violations_and_advantages(retriever):
+    """Reasoner and verifier alternate, one generate call per role turn and one search batch
+    per round; broken turns are recorded as role:reason; eqs. 5-9 land on the right rows."""
+    import math
+
+    from pipeline.agents.arr import ArrSettings, run_dialogues
+    from pipeline.agents.arr_scoring import score_dialogues
+
+    gen = ScriptedRoles(
+        {
+            "R-ok": [
+                ("<think>plan</think>\n<search>Danube river Black Sea", 2.0),
+                ("<verify>useful</verify>\n<think>so Black Sea</think>\n<answer>Black Sea", 1.0),
+            ],
+            "V-ok": [
+                ("The query fits.</verify>\n<selected_doc>Doc 1</selected_doc>\n"
+                 "<response>Doc 1 says Black Sea.", 0.5),
+                ("Doc 1 supports it.</verify>\n<final_answer>Black Sea", 0.4),
+            ],
+            "R-bad": [("<search>Mozart opera", 1.0), ("I am not sure", 1.0), ("Salzburg", 1.0)],
+            "V-bad": [("hmm", 3.0), ("ok</verify>\n<final_answer>Vienna", 1.0)],
+        }
+    )  # fmt: skip
+    retriever.batches = []
+    s = ArrSettings(max_rounds=3, topk=2, max_doc_tokens=200)
+    ok, bad = (
+        g[0]
+        for g in run_dialogues(
+            gen, retriever, ["R-ok\n", "R-bad\n"], ["V-ok\n", "V-bad\n"], SamplingParams(), s
+        )
+    )
+    # r0 (both) | search batch | v0 critiques (both) | r1 (both) | v1 ok's answer check |
+    # r2 bad's forced answer | v2 bad's answer check
+    assert gen.calls == [(2, 1), (2, 1), (2, 1), (1, 1), (1, 1), (1, 1)]
+    assert [len(b) for b in retriever.batches] == [2]
+    assert (ok.final, ok.verifier_answer, ok.stop_reason, ok.violations) == (
+        "Black Sea", "Black Sea", "final", [])  # fmt: skip
+    assert "<feedback>Doc 1(Title: " in ok.transcript and "Doc 1 says Black Sea." in ok.transcript
+    assert [(a.role, a.action) for a in ok.actions] == [
+        ("reasoner", "think"), ("reasoner", "search"),
+        ("verifier", "verify"), ("verifier", "selected_doc"), ("verifier", "response"),
+        ("reasoner", "verify"), ("reasoner", "think"), ("reasoner", "answer"),
+        ("verifier", "verify"), ("verifier", "final_answer"),
+    ]  # fmt: skip
+    assert [a.entropy for a in ok.actions if a.role == "reasoner"] == [2.0, 2.0, 1.0, 1.0, 1.0]
+    assert bad.violations == [
+        "verifier:missing_verify", "verifier:missing_response",
+        "reasoner:missing_verify", "reasoner:no_action",
+    ]  # fmt: skip
+    assert (bad.final, bad.verifier_answer, bad.forced_final) == ("Salzburg", "Vienna", True)
+    assert "The verifier gave no usable feedback." in bad.transcript
+
+    # Scored as one group against "Black Sea" (hand-worked): F1s (1, 1) and (0, 0), no bonus.
+    cols, turns = score_dialogues([ok, bad], "Black Sea", s)
+    assert [c["outcome_reward"] for c in cols] == [1.0, 0.0]
+    assert [c["verifier_reward"] for c in cols] == [1.0, 0.0]
+    a = 0.5 / (0.5 + 1e-6)  # (r − mean)/(std + ε) with mean = std = 0.5
+    assert cols[0]["outcome_advantage"] == pytest.approx(a)
+    assert cols[1]["verifier_advantage"] == pytest.approx(-a)
+    # ok's think entropies 2.0 → 1.0: pattern D; its verify has one step: impact = score(D).
+    assert (cols[0]["entropy_pattern"], cols[0]["behavior_impact"]) == ("D", 1.0)
+    assert (cols[1]["entropy_pattern"], cols[1]["behavior_impact"]) == (None, None)
+    by = {(t["turn"], t["action"]): t for t in turns[0]}
+    verify, response = by[(1, "verify")], by[(1, "response")]
+    assert verify["gold_in_documents"] and not verify["gold_in_action"]
+    assert verify["clarity"] == pytest.approx(-math.exp(-0.5))  # eq. 7: drops the answer
+    assert response["clarity"] == pytest.approx(math.exp(-0.5))
+    assert response["process_advantage"] == pytest.approx(1.0 * math.exp(-0.5) * 1.0)  # eq. 6
+    assert response["advantage"] == pytest.approx(a + math.exp(-0.5))  # eq. 9
+    assert by[(1, "selected_doc")]["advantage"] == pytest.approx(a)  # not a critique action
+    assert by[(0, "think")]["advantage"] == pytest.approx(a)  # the reasoner: Â^r = A^r
+    assert all(t["process_advantage"] is None for t in turns[1])  # no impact without a trend
+
+
+@pytest.mark.slow
+def test_arr_solver_on_the_real_model(retriever, llm):
+    """ARR on the real CPU model: every action row joins its dialogue, carries the exact
+    entropy of its own tokens, and the advantages agree with eqs. 5 and 9."""
+    from pipeline.core.contracts import conform
+
+    shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
+    tasks = [SolverTask("r2", "Into which sea does the Danube flow?", "Black Sea", None, None, [])]
+    from pipeline.agents.arr import ArrSettings
+
+    s = SolverSettings(n=2, temperature=1.0, max_tokens=12, seed=5, protocol="arr",
+                       arr=ArrSettings(max_rounds=2, topk=1, max_doc_tokens=64))  # fmt: skip
+    (res,) = solve(llm, retriever, tasks, shots, s)
+    ids = {row["rollout_id"] for row in res.rollouts}
+    assert len(ids) == 2 and {t["rollout_id"] for t in res.turns} == ids
+    assert sum(r["outcome_advantage"] for r in res.rollouts) == pytest.approx(0.0, abs=1e-6)
+    for row in res.rollouts:
+        assert row["protocol"] == "arr" and row["verifier_output"]
+        assert all(":" in v for v in row["protocol_violations"])  # role:reason
+        mine = [t for t in res.turns if t["rollout_id"] == row["rollout_id"]]
+        assert {t["role"] for t in mine} <= {"reasoner", "verifier"}
+        assert sorted({v for t in mine for v in t["violations"]}) == sorted(
+            set(row["protocol_violations"])
+        )
+        for t in mine:
+            assert t["entropy_exact"] is (True if t["entropy_tokens"] else None)
+            assert (t["mean_entropy"] is None) == (t["entropy_tokens"] == 0)
+            if t["role"] == "reasoner":
+                assert t["advantage"] == row["outcome_advantage"]
+            elif t["process_advantage"] is not None:
+                assert t["advantage"] == pytest.approx(
+                    row["verifier_advantage"] + t["process_advantage"]
+                )
+    run = {"run_id": "r"}
+    assert conform("arr_turns", [{**t, **run} for t in res.turns]).num_rows == len(res.turns)

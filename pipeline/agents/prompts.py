@@ -179,3 +179,73 @@ def solver_prompt(question: str, shots: Sequence[FewShot], evalact: bool = False
         ]
     blocks += [f"Question: {question}"]
     return "\n".join(blocks) + "\n"
+
+
+# ---- ARR (arr-reasoner-verifier.txt appendix A.3): the two roles' prompts ------------------
+ARR_REASONER_INSTRUCTION = (
+    "Answer each question as a reasoner working with a verifier. Reason inside <think> and "
+    "</think>. To look something up, write <search> query </search>; the verifier reads the "
+    "results and replies between <feedback> and </feedback> with the most relevant document "
+    "and its opinion. Every time you receive feedback, first verify its relevance and "
+    "usefulness inside <verify> and </verify>, then reason again inside <think> and </think>. "
+    "When no more knowledge is needed, give the short final answer inside <answer> and "
+    "</answer>."
+)
+ARR_VERIFIER_INSTRUCTION = (
+    "You are a verifier working with a reasoner to answer each question. When the reasoner "
+    "searches, you see its reasoning, its query and the results inside <information> and "
+    "</information>. Check inside <verify> and </verify> whether the query helps answer the "
+    "question. If it does, name the single most relevant document inside <selected_doc> and "
+    "</selected_doc> (e.g. <selected_doc>Doc 1</selected_doc>) and reply to the reasoner inside "
+    "<response> and </response>; if it does not, justify that inside <response> and "
+    "</response>. When the reasoner gives an answer inside <answer> and </answer>, verify it "
+    "inside <verify> and </verify> and give the final verified answer inside <final_answer> "
+    "and </final_answer>."
+)
+# Where the verifier's view hands the floor back (and where a base model would continue the
+# other role's part): both stop there.
+ARR_REASONER_TURN, ARR_VERIFIER_TURN = "\nReasoner:", "\nVerifier:"
+
+
+def arr_reasoner_prompt(question: str, shots: Sequence[FewShot]) -> str:
+    """The reasoner's role prompt: the paper's reasoner instructions, then demos whose
+    <feedback> blocks are what the engine hands back (selected document + response)."""
+    blocks = [ARR_REASONER_INSTRUCTION, ""]
+    for s in shots[:1]:  # one demo: every verifier turn re-reads the whole dialogue too
+        blocks += [
+            f"Question: {s.question}",
+            f"<think>I need to look up {s.title}.</think>",
+            f"<search>{s.question}</search>",
+            "",
+            f"<feedback>{_doc(s)}\nDoc 1 answers the question: {s.answer}.</feedback>",
+            "",
+            "<verify>The feedback is relevant and names the answer.</verify>",
+            f"<think>Doc 1 says {s.answer}.</think>",
+            f"<answer>{s.answer}</answer>",
+            "",
+        ]
+    blocks += [f"Question: {question}"]
+    return "\n".join(blocks) + "\n"
+
+
+def arr_verifier_prompt(question: str, shots: Sequence[FewShot]) -> str:
+    """The verifier's role prompt: the paper's verifier instructions, then demos of one
+    critique (verify, selected_doc, response) and one answer check (verify, final_answer)."""
+    blocks = [ARR_VERIFIER_INSTRUCTION, ""]
+    for s in shots[:1]:  # one demo: the prompt is prefilled on every verifier turn
+        blocks += [
+            f"Question: {s.question}",
+            f"Reasoner: <think>I need to look up {s.title}.</think>",
+            f"<search>{s.question}</search>",
+            f"<information>{_doc(s)}</information>",
+            "Verifier: <verify>The query asks for what the question needs; Doc 1 is on "
+            "topic.</verify>",
+            "<selected_doc>Doc 1</selected_doc>",
+            f"<response>Doc 1 answers the question: {s.answer}.</response>",
+            f"Reasoner: <verify>The feedback is relevant.</verify><answer>{s.answer}</answer>",
+            f"Verifier: <verify>Doc 1 supports {s.answer}.</verify>",
+            f"<final_answer>{s.answer}</final_answer>",
+            "",
+        ]
+    blocks += [f"Question: {question}"]
+    return "\n".join(blocks)

@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pipeline.agents.arr import ArrSettings, Dialogue, run_dialogues
+from pipeline.agents.arr_scoring import score_dialogues
 from pipeline.agents.process_rewards import (
     gated_outcome_reward,
     outcome_advantages,
     pcar_segments,
 )
-from pipeline.agents.prompts import SOLVER_STOP, FewShot, solver_prompt
+from pipeline.agents.prompts import (
+    SOLVER_STOP,
+    FewShot,
+    arr_reasoner_prompt,
+    arr_verifier_prompt,
+    solver_prompt,
+)
 from pipeline.agents.proposer import tag
 from pipeline.agents.rewards import (
     answer_correctness,
@@ -54,6 +62,7 @@ class SolverResult:
     k: int
     rollouts: list[dict]  # rows for the solver_rollouts table (without run/time columns)
     segments: list[dict] = field(default_factory=list)  # evalact_segments rows (EvalAct only)
+    turns: list[dict] = field(default_factory=list)  # arr_turns rows (ARR only)
 
 
 @dataclass(frozen=True)
@@ -68,11 +77,13 @@ class SolverSettings:
     lambda_e: float = 0.3
     wcr_alpha: float = 0.3
     force_final: bool = True  # open <answer> on the last allowed turn
-    protocol: str = "search_r1"  # search_r1 | evalact (| arr, not yet)
+    protocol: str = "search_r1"  # search_r1 | evalact | arr
     # EvalAct/PCAR (eqs. 7-8): λ_base, λ_max and the clamp floor δ.
     pcar_lambda_base: float = 0.1
     pcar_lambda_max: float = 0.5
     pcar_delta: float = 1e-6
+    # ARR: the dialogue engine and its rewards (its max_rounds replaces max_turns).
+    arr: ArrSettings = field(default_factory=ArrSettings)
     # Quality gates (pipeline.generation.gates): search=False is the closed-book solver (a
     # <search> is ignored and <answer> opened), search_budget=1 the one-search solver.
     search: bool = True
@@ -87,11 +98,16 @@ def solve(
     s: SolverSettings,
     render: Render = plain,
 ) -> list[SolverResult]:
-    evalact = s.protocol == "evalact"
-    if s.protocol not in ("search_r1", "evalact"):
+    evalact, arr = s.protocol == "evalact", s.protocol == "arr"
+    if s.protocol not in ("search_r1", "evalact", "arr"):
         raise ValueError(f"solver.protocol {s.protocol!r} is not implemented")
-    prompts = [render(solver_prompt(t.question, shots, evalact)) for t in tasks]
     params = SamplingParams(n=s.n, temperature=s.temperature, max_tokens=s.max_tokens, seed=s.seed)
+    if arr:
+        prompts = [render(arr_reasoner_prompt(t.question, shots)) for t in tasks]
+        verifier_prompts = [render(arr_verifier_prompt(t.question, shots)) for t in tasks]
+        dialogues = run_dialogues(gen, retriever, prompts, verifier_prompts, params, s.arr)
+        return [_results(t, p, g, s) for t, p, g in zip(tasks, prompts, dialogues, strict=True)]
+    prompts = [render(solver_prompt(t.question, shots, evalact)) for t in tasks]
     cfg = RolloutConfig(
         "<answer>",
         "</answer>",
@@ -107,85 +123,113 @@ def solve(
     )
     budgets = [s.search_budget] * len(prompts) if s.search_budget is not None else None
     groups = run_rollouts(gen, retriever, prompts, params, cfg, budgets)
-    results = []
-    for t, prompt, group in zip(tasks, prompts, groups, strict=True):
-        preds = [r.final for r in group]
-        correct = [exact_match(p, t.answer) for p in preds]
-        thinks = [think_text(r.transcript) for r in group]
-        cover = [waypoint_coverage(t.waypoints, th) if t.waypoints else 0.0 for th in thinks]
-        # The rollout is valid for WCR when it finished with a parsable answer.
-        valid = [r.stop_reason == "final" and bool(p) for r, p in zip(group, preds, strict=True)]
-        wcr = wcr_rewards(correct, valid, cover, s.wcr_alpha)
-        f1s = [token_f1(p, t.answer) for p in preds]
+    return [_results(t, p, g, s) for t, p, g in zip(tasks, prompts, groups, strict=True)]
+
+
+def _results(
+    t: SolverTask, prompt: str, group: Sequence[Rollout] | Sequence[Dialogue], s: SolverSettings
+) -> SolverResult:
+    """One question's rollouts (or ARR dialogues) as rows, with every protocol's columns."""
+    evalact, arr = s.protocol == "evalact", s.protocol == "arr"
+    preds = [r.final for r in group]
+    correct = [exact_match(p, t.answer) for p in preds]
+    thinks = [think_text(r.transcript) for r in group]
+    cover = [waypoint_coverage(t.waypoints, th) if t.waypoints else 0.0 for th in thinks]
+    # The rollout is valid for WCR when it finished with a parsable answer.
+    valid = [r.stop_reason == "final" and bool(p) for r, p in zip(group, preds, strict=True)]
+    wcr = wcr_rewards(correct, valid, cover, s.wcr_alpha)
+    f1s = [token_f1(p, t.answer) for p in preds]
+    gated, advantages = [None] * len(group), [None] * len(group)
+    if evalact:
         compliant = [_compliant(r) for r in group]
         gated = [gated_outcome_reward(f, c) for f, c in zip(f1s, compliant, strict=True)]
         advantages = outcome_advantages(gated)
-        rows = []
-        for i, r in enumerate(group):
-            ev_pred = tag(r.transcript, "evidence")
-            redundancy = query_redundancy(r.query_vectors)
-            steps = None
-            if t.evidence_passage_id and r.retrieved_ids:
-                steps = evo_rag_step_rewards(
-                    retrieval_bonus(r.retrieved_ids, t.evidence_passage_id),
-                    redundancy,
-                    t_max=s.max_turns,
-                    answer_score=answer_correctness(preds[i], t.answer) if preds[i] else None,
-                )
-            rows.append(
-                {
-                    "rollout_id": f"{t.record_id}:sol:{i}",
-                    "record_id": t.record_id,
-                    "sample": i,
-                    "prompt": prompt,
-                    "raw_output": r.transcript,
-                    "predicted_answer": preds[i],
-                    "think": r.think or None,
-                    "searches": r.searches,
-                    "retrieved_ids": r.retrieved_ids,
-                    "turns": r.turns,
-                    "planning_turns": r.planning_turns,
-                    "invalid_tool_calls": r.invalid_tool_calls,
-                    "stop_reason": r.stop_reason,
-                    "forced_final": r.forced_final,
-                    "correct": correct[i],
-                    "answer_f1": token_f1(preds[i], t.answer),
-                    "evidence_f1": token_f1(ev_pred, t.evidence) if ev_pred else 0.0,
-                    "solver_reward": solver_reward(
-                        preds[i], t.answer, ev_pred, t.evidence, s.lambda_e
-                    ),
-                    "wcr_coverage": cover[i] if t.waypoints else None,
-                    "wcr_reward": wcr[i],
-                    "answer_in_retrieved": _answer_in_retrieved(preds[i], r),
-                    "evidence_hit_step": (
-                        retrieval_hit(r.retrieved_ids, t.evidence_passage_id)
-                        if t.evidence_passage_id
-                        else None
-                    ),
-                    "query_redundancy": redundancy,
-                    "step_rewards": steps,
-                    "protocol": s.protocol,
-                    "protocol_violations": (
-                        [e.violation for e in r.evaluations if e.violation] if evalact else None
-                    ),
-                    "outcome_reward": gated[i] if evalact else None,
-                    "outcome_advantage": advantages[i] if evalact else None,
-                }
+    arr_cols: list[dict] = [dict.fromkeys(ARR_ROLLOUT_COLUMNS) for _ in group]
+    arr_turns: list[list[dict]] = [[] for _ in group]
+    if arr:
+        arr_cols, arr_turns = score_dialogues(group, t.answer, s.arr)
+    rows = []
+    for i, r in enumerate(group):
+        ev_pred = tag(r.transcript, "evidence")
+        redundancy = query_redundancy(r.query_vectors)
+        steps = None
+        if t.evidence_passage_id and r.retrieved_ids:
+            steps = evo_rag_step_rewards(
+                retrieval_bonus(r.retrieved_ids, t.evidence_passage_id),
+                redundancy,
+                t_max=s.max_turns,
+                answer_score=answer_correctness(preds[i], t.answer) if preds[i] else None,
             )
-        segments = []
+        rows.append(
+            {
+                "rollout_id": f"{t.record_id}:sol:{i}",
+                "record_id": t.record_id,
+                "sample": i,
+                "prompt": prompt,
+                "raw_output": r.transcript,
+                "predicted_answer": preds[i],
+                "think": r.think or None,
+                "searches": r.searches,
+                "retrieved_ids": r.retrieved_ids,
+                "turns": r.turns,
+                "planning_turns": r.planning_turns,
+                "invalid_tool_calls": r.invalid_tool_calls,
+                "stop_reason": r.stop_reason,
+                "forced_final": r.forced_final,
+                "correct": correct[i],
+                "answer_f1": token_f1(preds[i], t.answer),
+                "evidence_f1": token_f1(ev_pred, t.evidence) if ev_pred else 0.0,
+                "solver_reward": solver_reward(preds[i], t.answer, ev_pred, t.evidence, s.lambda_e),
+                "wcr_coverage": cover[i] if t.waypoints else None,
+                "wcr_reward": wcr[i],
+                "answer_in_retrieved": _answer_in_retrieved(preds[i], r),
+                "evidence_hit_step": (
+                    retrieval_hit(r.retrieved_ids, t.evidence_passage_id)
+                    if t.evidence_passage_id
+                    else None
+                ),
+                "query_redundancy": redundancy,
+                "step_rewards": steps,
+                "protocol": s.protocol,
+                "protocol_violations": _violations(r, s.protocol),
+                "outcome_reward": gated[i],
+                "outcome_advantage": advantages[i],
+                "verifier_output": r.verifier_log if arr else None,
+                **arr_cols[i],  # ARR: its outcome_reward/advantage are the reasoner's r^r, A^r
+            }
+        )
+    segments, turns = [], []
+    for i, r in enumerate(group):
         if evalact:
-            for i, r in enumerate(group):
-                segments += _segment_rows(t, i, r, advantages[i], s)
-        results.append(SolverResult(len(group), sum(correct), rows, segments))
-    return results
+            segments += _segment_rows(t, i, r, advantages[i], s)
+        if arr:
+            rid = f"{t.record_id}:sol:{i}"
+            turns += [
+                {"turn_id": f"{rid}:act:{j}", "rollout_id": rid, "record_id": t.record_id,
+                 "sample": i, "action_index": j, **row}
+                for j, row in enumerate(arr_turns[i])
+            ]  # fmt: skip
+    return SolverResult(len(group), sum(correct), rows, segments, turns)
 
 
-def _answer_in_retrieved(pred: str | None, r: Rollout) -> bool | None:
-    """Norm(prediction) occurs in a passage this rollout retrieved (None: no answer, or no
-    search): the uniqueness gate counts only answers the retrieval supports."""
-    if not pred or not r.hits:
-        return None
-    return any(contains(f"{h.title} {h.text}", pred) for hits in r.hits for h in hits)
+# solver_rollouts columns only ARR fills (outcome_reward/advantage are shared with EvalAct).
+ARR_ROLLOUT_COLUMNS = (
+    "verifier_answer",
+    "verifier_answer_f1",
+    "verifier_reward",
+    "verifier_advantage",
+    "entropy_pattern",
+    "behavior_impact",
+)
+
+
+def _violations(r: Rollout | Dialogue, protocol: str) -> list[str] | None:
+    """Protocol violations with their reasons; None under search_r1 (no protocol to break)."""
+    if protocol == "evalact":
+        return [e.violation for e in r.evaluations if e.violation]
+    if protocol == "arr":
+        return list(r.violations)
+    return None
 
 
 def _compliant(r: Rollout) -> bool:
@@ -237,3 +281,11 @@ def _segment_rows(
             }
         )
     return rows
+
+
+def _answer_in_retrieved(pred: str | None, r: Rollout | Dialogue) -> bool | None:
+    """Norm(prediction) occurs in a passage this rollout retrieved (None: no answer, or no
+    search): the uniqueness gate counts only answers the retrieval supports."""
+    if not pred or not r.hits:
+        return None
+    return any(contains(f"{h.title} {h.text}", pred) for hits in r.hits for h in hits)

@@ -27,6 +27,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
     SPLITS,
@@ -123,6 +124,7 @@ def record_rows(
             "solver_reward_mean": r.get("solver_reward_mean"),
             "run_id": r["run_id"],
             "config_hash": r.get("config_hash"),
+            "solver_process": r.get("solver_process"),
         }
         for i, r in enumerate(rows)
     ]
@@ -207,6 +209,7 @@ def select_records(
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
             ) from exc
+        attach_solver_process(con, rows, views)
         picked = sorted({r["run_id"] for r in rows})
         runs = []
         if picked:

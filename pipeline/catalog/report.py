@@ -282,6 +282,7 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
         *_table(["coverage g", "rollouts", "correct", "accuracy"], d.wcr_bins),
         f"![WCR coverage vs. correctness]({img['wcr_vs_correct']})",
         "",
+        *_process_lines(d),
         f"## Rejects: {sum(n for _, _, n in d.rejects)}",
         "",
         *_table(["stage", "reason", "rows"], d.rejects),
@@ -304,6 +305,56 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
     lines += ["## Files", ""]
     lines += [f"- [{name}]({name})" for name in PLOT_NAMES.values()]
     return "\n".join(lines) + "\n"
+
+
+def _process_lines(d: RunData) -> list[str]:
+    """The solver protocols' process signals: only for runs that have such rollouts."""
+    lines: list[str] = []
+    if e := d.evalact:
+        lines += [
+            "## EvalAct: z calibration",
+            "",
+            f"{e['segments']} Search→Evaluate segments, {e['scored_segments']} with a score z, "
+            f"{e['violations']} protocol violations; mean PCAR multiplier "
+            f"{_num(e['mean_pcar_multiplier'])}. A calibrated agent scores searches that "
+            "retrieved the evidence passage higher than those that missed it:",
+            "",
+            *_table(
+                ["segments", "scored", "mean z"],
+                [
+                    ("hit the evidence passage", e["scored_hits"], _num(e["mean_z_hit"])),
+                    ("missed it", e["scored_misses"], _num(e["mean_z_miss"])),
+                ],
+            ),
+        ]
+        if e["violation_reasons"]:
+            lines += ["Violations:", "", *_table(["reason", "segments"], e["violation_reasons"])]
+    if a := d.arr:
+        patterns = [
+            (r["entropy_pattern"] or "none", r["dialogues"], _num(r["share"]),
+             _num(r["accuracy"]), _num(r["mean_f1"]))
+            for r in a["patterns"]
+        ]  # fmt: skip
+        lines += [
+            "## ARR: reasoner–verifier dialogues",
+            "",
+            f"{a['dialogues']} dialogues; reasoner accuracy {_num(a['reasoner_accuracy'])} "
+            f"(F1 {_num(a['reasoner_f1'])}), verifier F1 {_num(a['verifier_f1'])}, answers agree "
+            f"{_num(a['answers_agree'])}; mean outcome reward r^r {_num(a['mean_reasoner_reward'])}"
+            f", r^v {_num(a['mean_verifier_reward'])}; mean verifier process advantage "
+            f"{_num(a['mean_process_advantage'])}; verifier critique entropy when the reasoner "
+            f"was right {_num(a['critique_entropy_if_correct'])}, wrong "
+            f"{_num(a['critique_entropy_if_wrong'])}.",
+            "",
+            "Entropy pattern of the reasoner's last three think steps (ARR §3.2; none: fewer "
+            "than two steps) vs correctness:",
+            "",
+            *_table(["pattern", "dialogues", "share", "accuracy", "mean F1"], patterns),
+        ]
+        if a["violation_reasons"]:
+            reasons = a["violation_reasons"]
+            lines += ["Violations:", "", *_table(["role", "reason", "turns"], reasons)]
+    return lines
 
 
 def write_run_report(

@@ -67,6 +67,9 @@ class RunData:
     control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     gates: dict[str, Any] = field(default_factory=dict)
     step_costs: list[dict[str, Any]] = field(default_factory=list)
+    # Process signals of the solver protocols (issue 16); empty dicts when the run has none.
+    evalact: dict[str, Any] = field(default_factory=dict)
+    arr: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- queries ----------------------------------------------------------------------------------
@@ -244,6 +247,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
             con, "SELECT step, seconds, items, share FROM step_costs WHERE run_id = ? "
             "ORDER BY seconds DESC", p,
         )  # fmt: skip
+    evalact, arr = process_signals(con, run_id)
     return RunData(
         run_id=run_id,
         run=run,
@@ -270,7 +274,45 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         control_values=control_values,
         gates=gates,
         step_costs=costs,
+        evalact=evalact,
+        arr=arr,
     )
+
+
+def process_signals(
+    con: duckdb.DuckDBPyConnection, run_id: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """EvalAct's z calibration and ARR's entropy patterns vs correctness, each only when the
+    run has such rollouts (and the catalog has the views: one landed before them has not)."""
+    views, p = _views(con), [run_id]
+    evalact: dict[str, Any] = {}
+    if {"evalact_calibration", "evalact_violations"} <= views:
+        rows = _dicts(con, "SELECT * FROM evalact_calibration WHERE run_id = ?", p)
+        if rows:
+            evalact = rows[0]
+            evalact["violation_reasons"] = con.execute(
+                "SELECT reason, n FROM evalact_violations WHERE run_id = ? ORDER BY n DESC, reason",
+                p,
+            ).fetchall()
+    arr: dict[str, Any] = {}
+    if {"arr_calibration", "arr_entropy_patterns", "arr_violations"} <= views:
+        rows = _dicts(con, "SELECT * FROM arr_calibration WHERE run_id = ?", p)
+        if rows:
+            arr = rows[0]
+            arr["patterns"] = _dicts(
+                con,
+                "SELECT entropy_pattern, dialogues, share, accuracy, mean_f1 "
+                "FROM arr_entropy_patterns WHERE run_id = ? "
+                "ORDER BY array_position(['D', 'ID', 'F', 'DI', 'I'], entropy_pattern) "
+                "NULLS LAST",
+                p,
+            )
+            arr["violation_reasons"] = con.execute(
+                "SELECT role, reason, n FROM arr_violations WHERE run_id = ? "
+                "ORDER BY n DESC, role, reason",
+                p,
+            ).fetchall()
+    return evalact, arr
 
 
 def coverage_rows(rows: list[dict], keys: Sequence[Any]) -> list[dict]:

@@ -40,6 +40,7 @@ SHARDED_TABLES = (
     "gate_rollouts",
     "control_scores",
     "shard_steps",
+    "arr_turns",
     "rejects",
 )
 

@@ -280,19 +280,48 @@ class RewardConfig(_Section):
 
 class SolverConfig(_Section):
     # The solver rollouts' protocol: search_r1 (Search-R1 tags, the default), evalact (EvalAct
-    # §2.2: one Evaluate with a score z ∈ [0, 10] after every search, PCAR columns); arr is
-    # reserved for ARR's reasoner-verifier dialogues and not implemented yet.
+    # §2.2: one Evaluate with a score z ∈ [0, 10] after every search, PCAR columns), arr (ARR
+    # §4.1: reasoner–verifier dialogues, settings in the `arr` section, arr_turns rows).
     protocol: Literal["search_r1", "evalact", "arr"] = "search_r1"
     # PCAR (EvalAct eqs. 7-8; paper: (0.1, 0.5) and δ = 1e-6).
     pcar_lambda_base: float = Field(0.1, ge=0.0)
     pcar_lambda_max: float = Field(0.5, ge=0.0)
     pcar_delta: float = Field(1e-6, gt=0.0)
 
-    @field_validator("protocol")
+
+class ArrConfig(_Section):
+    """ARR's reasoner–verifier dialogues (solver.protocol=arr; arr-reasoner-verifier.txt)."""
+
+    # Reasoner–verifier rounds per dialogue (a round: one reasoner turn, one verifier turn);
+    # with generation.force_final the reasoner's last round opens <answer>.
+    max_rounds: int = Field(4, ge=1, le=16)
+    # Both roles are the same model under role prompts (appendix A.3). A separate verifier
+    # model is not supported yet: setting one is refused rather than silently ignored.
+    verifier_model: str | None = None
+    # Eq. 5: r^a = F1 + λ·max(bin(F1^a − F1^other), 0), bin = n buckets over [0, 1]. The paper
+    # gives neither λ nor n.
+    adversarial_lambda: float = Field(0.5, ge=0.0)
+    f1_buckets: int = Field(5, ge=1)
+    # §3.2: a step is Increase/Decrease when ΔH exceeds δ nats (not given in the paper).
+    entropy_delta: float = Field(0.05, ge=0.0)
+    # Eq. 8's monitored reasoner actions A^r_sub and eqs. 7/9's verifier critique actions A^v_sub.
+    monitored_actions: list[Literal["think", "verify", "search", "answer"]] = ["think", "verify"]
+    critique_actions: list[Literal["verify", "selected_doc", "response", "final_answer"]] = [
+        "verify",
+        "response",
+    ]
+    # Log-probs per token asked of backends without full distributions (vLLM, HTTP): their
+    # entropies are the top-k approximation (tail lumped, a lower bound). OpenAI's API allows 5.
+    entropy_top_k: int = Field(5, ge=1, le=20)
+
+    @field_validator("verifier_model")
     @classmethod
-    def _implemented(cls, v: str) -> str:
-        if v == "arr":
-            raise ValueError("solver.protocol=arr is not implemented yet (search_r1 or evalact)")
+    def _same_model(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise ValueError(
+                "arr.verifier_model is not supported yet: the verifier is the solver's model "
+                "under the verifier role prompt (leave arr.verifier_model unset)"
+            )
         return v
 
 
@@ -406,6 +435,7 @@ class PipelineConfig(_Section):
     gates: GatesConfig = GatesConfig()
     rewards: RewardConfig = RewardConfig()
     solver: SolverConfig = SolverConfig()
+    arr: ArrConfig = ArrConfig()
     store: StoreConfig = StoreConfig()
     executor: ExecutorConfig = ExecutorConfig()
     sql: SQLConfig = SQLConfig()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
+from pipeline.agents.arr import ArrSettings
 from pipeline.agents.prompts import FewShot, render_path
 from pipeline.agents.proposer import (
     Proposal,
@@ -95,6 +96,7 @@ class ShardOutput:
     solver_rollouts: list[dict]
     verifier_samples: list[dict]
     evalact_segments: list[dict] = field(default_factory=list)  # solver.protocol=evalact
+    arr_turns: list[dict] = field(default_factory=list)  # solver.protocol=arr
     gate_rollouts: list[dict] = field(default_factory=list)  # gates.shortcut
     control_scores: list[dict] = field(default_factory=list)  # gates.controls
     shard_steps: list[dict] = field(default_factory=list)  # wall time per step
@@ -186,6 +188,18 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             pcar_lambda_base=cfg.solver.pcar_lambda_base,
             pcar_lambda_max=cfg.solver.pcar_lambda_max,
             pcar_delta=cfg.solver.pcar_delta,
+            arr=ArrSettings(
+                max_rounds=cfg.arr.max_rounds,
+                topk=cfg.retrieval.topk,
+                max_doc_tokens=cfg.retrieval.max_tokens_per_response,
+                force_final=g.force_final,
+                entropy_top_k=cfg.arr.entropy_top_k,
+                adversarial_lambda=cfg.arr.adversarial_lambda,
+                f1_buckets=cfg.arr.f1_buckets,
+                entropy_delta=cfg.arr.entropy_delta,
+                monitored_actions=tuple(cfg.arr.monitored_actions),
+                critique_actions=tuple(cfg.arr.critique_actions),
+            ),
         )
         res = solve(gen, ctx.retriever, tasks, ctx.shots, settings, ctx.render)
         solved = dict(zip(solve_idx, res, strict=True))
@@ -276,7 +290,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         index_fingerprint=ctx.retriever.fingerprint,
         config_hash=cfg.config_hash(),
     )
-    curriculum, pro_rows, rollouts, samples, segments = [], [], [], [], []
+    curriculum, pro_rows, rollouts, samples, segments, turns = [], [], [], [], [], []
     for i, p in enumerate(proposals):
         ok, reason = checks[i]
         roll = proposed[i].rollout
@@ -317,6 +331,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         if sol:
             rollouts += [{**row, "run_id": ctx.run_id, "created_at": now} for row in sol.rollouts]
             segments += [{**row, "run_id": ctx.run_id} for row in sol.segments]
+            turns += [{**row, "run_id": ctx.run_id} for row in sol.turns]
         if ver:
             samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in ver.samples]
     samples += [{**row, "run_id": ctx.run_id, "created_at": now} for row in extra_samples]
@@ -333,7 +348,15 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         for name, sec, n in steps
     ]  # fmt: skip
     return ShardOutput(
-        curriculum, pro_rows, rollouts, samples, segments, gate_rows, control_rows, step_rows
+        curriculum=curriculum,
+        proposer_rollouts=pro_rows,
+        solver_rollouts=rollouts,
+        verifier_samples=samples,
+        evalact_segments=segments,
+        arr_turns=turns,
+        gate_rollouts=gate_rows,
+        control_scores=control_rows,
+        shard_steps=step_rows,
     )
 
 

@@ -29,7 +29,13 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.llm.base import Generator, SamplingParams, check_guides, generate_with_guides
+from pipeline.llm.base import (
+    Completion,
+    Generator,
+    SamplingParams,
+    check_guides,
+    generate_with_guides,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -206,6 +212,35 @@ class CachedGenerator:
         self.hits += len(keys) - n_miss
         self.misses += n_miss
         return [list(v) for v in vals]
+
+    def generate_with_entropy(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        guides: Sequence[str | None] | None = None,
+        top_k: int = 5,
+    ) -> list[list[Completion]]:
+        """As `generate`, cached under keys of their own (the entropies and their k are part of
+        the value), so ARR dialogues rerun and resume from the cache like every other call."""
+        guides = check_guides(prompts, guides)
+
+        def compute(send: list[int]) -> list[list]:
+            sub_guides = [guides[i] for i in send] if guides else None
+            outs = self.inner.generate_with_entropy(  # type: ignore[attr-defined]
+                [prompts[i] for i in send], params, sub_guides, top_k=top_k
+            )
+            return [[[c.text, list(c.token_entropies), c.exact, c.top_k] for c in o] for o in outs]
+
+        keys = [
+            _key(["entropy", top_k, k])
+            for k in generate_keys(self.model_id, prompts, params, guides)
+        ]
+        vals, n_miss = self._lookup(
+            keys, "entropy", lambda v: isinstance(v, list) and len(v) == params.n, compute
+        )
+        self.hits += len(keys) - n_miss
+        self.misses += n_miss
+        return [[Completion(t, tuple(h), exact=e, top_k=k) for t, h, e, k in v] for v in vals]
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         if len(prompts) != len(continuations):
