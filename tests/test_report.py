@@ -304,7 +304,7 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     records = [
         _row("curriculum", **common, record_id="a", hop_count=2, cluster_id=3, is_valid=True,
              is_verbatim=True, question="Which | pipe\nsplits?", answer="It", evidence="ev",
-             verifier_v=0.6, proposer_reward=0.9),
+             verifier_v=0.6, proposer_reward=0.9, shortcut=False, unique_answer=True),
         _row("curriculum", **common, record_id="b", hop_count=1, cluster_id=3, is_valid=False,
              invalid_reason="empty_answer", is_verbatim=False, verifier_v=None),
     ]  # fmt: skip
@@ -329,6 +329,8 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
         "verbatim": 1,
         "v_positive": 1,
         "not_contaminated": 1,
+        "not_shortcut": 1,
+        "unique_answer": 1,
     }
     assert "| empty_answer | 1 |" in md
     assert "**Question:** Which \\| pipe splits?" in md  # one line, pipe escaped

@@ -48,6 +48,21 @@ from pipeline.llm.entropy import token_entropy_topk
 log = logging.getLogger(__name__)
 
 
+# Stop strings per request in OpenAI's completions API, which vLLM's server enforces (a fifth
+# is a 400); further ones are applied client-side by cut_at_stop.
+MAX_STOP = 4
+
+
+def _tokens_covering(tokens: Sequence[str], chars: int) -> int:
+    """How many of the server's tokens it takes to cover the first `chars` characters."""
+    total = 0
+    for i, tok in enumerate(tokens):
+        if total >= chars:
+            return i
+        total += len(tok)
+    return len(tokens)
+
+
 class LLMServerError(ServerError):
     """The LLM server answered with an error status (after retries, for retryable ones)."""
 
@@ -221,7 +236,10 @@ class HTTPGenerator:
                 if not isinstance(tops, list):
                     raise LLMServerError(url, 200, "a choice came back without top_logprobs")
                 ents = tuple(token_entropy_topk(list((t or {}).values())) for t in tops)
-                text = cut_at_stop(c.get("text") or "", params.stop)
+                raw = c.get("text") or ""
+                text = cut_at_stop(raw, params.stop)
+                if len(text) < len(raw):  # a stop past the server's MAX_STOP, cut here
+                    ents = ents[: _tokens_covering(lp.get("tokens") or [], len(text))]
                 done.append(Completion(text, ents, exact=False, top_k=top_k))
             out.append(done)
         return out
@@ -254,7 +272,9 @@ class HTTPGenerator:
                 "temperature": params.temperature,
                 "top_p": params.top_p,
                 "max_tokens": params.max_tokens,
-                "stop": list(params.stop) or None,
+                # OpenAI's API (and vLLM's server) take at most MAX_STOP stop strings; the
+                # rest are applied on our side (every completion is cut at every stop).
+                "stop": list(params.stop)[:MAX_STOP] or None,
                 "seed": params.seed,
                 **({"structured_outputs": {"regex": guide}} if guide is not None else {}),
                 **({"logprobs": logprobs} if logprobs is not None else {}),
