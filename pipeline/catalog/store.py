@@ -290,6 +290,12 @@ class Store:
         name: str | None = None,
     ) -> None:
         name = name or table
+        # The contract's columns, empty: unioned by name with the files, so shards written
+        # before a column existed read it as NULL and dependent views stay valid.
+        empty = pa.Table.from_pylist([], schema=schema_for(table))
+        con.register("_empty_arrow", empty)
+        con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
+        con.unregister("_empty_arrow")
         if paths:
             listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
             # DuckDB guesses hive partitions from key=value directories (selector state lives
@@ -297,13 +303,9 @@ class Store:
             opts = f", hive_partitioning = {str(hive).lower()}, union_by_name = true"
             con.execute(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listing}]{opts})"
+                f" UNION ALL BY NAME SELECT * FROM _empty_{name}"
             )
             return
-        # No data yet: an empty view with the contract's columns keeps dependent views valid.
-        empty = pa.Table.from_pylist([], schema=schema_for(table))
-        con.register("_empty_arrow", empty)
-        con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
-        con.unregister("_empty_arrow")
         cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
 
