@@ -56,7 +56,7 @@ def generate_stage(
     cfg, store, run_id = ctx.cfg, ctx.store, ctx.run_id
     n_shards = -(-cfg.generation.num_sources // cfg.generation.shard_size)
     record = start_run(store, cfg, run_id, n_shards)
-    graphs = subgraphs.read_subgraphs().to_pylist() if subgraphs is not None else []
+    graphs = subgraphs.subgraphs_for_generation() if subgraphs is not None else []
     plan = make_plan(cfg, store, index.dir, run_id, graphs)
     status = "failed"
     try:
@@ -127,6 +127,7 @@ class RunSummary:
     records: int
     valid: int
     verbatim: int
+    accepted: int  # view `accepted`: what the export ships by default
     mean_v: float | None
     mean_reward: float | None
     catalog: Path
@@ -150,8 +151,9 @@ def land_stage(
             """
             SELECT count(*), count(*) FILTER (WHERE is_valid),
                    count(*) FILTER (WHERE is_valid AND is_verbatim),
+                   count(*) FILTER (WHERE accepted),
                    avg(verifier_v), avg(proposer_reward)
-            FROM curriculum WHERE run_id = ?
+            FROM curriculum_verdicts WHERE run_id = ?
             """,
             [run_id],
         ).fetchone()
@@ -163,6 +165,7 @@ def land_stage(
         row[2],
         row[3],
         row[4],
+        row[5],
         catalog,
         status=run.get("status", "unknown"),
         shards_completed=run.get("shards_completed") or 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.2.0"
+SCHEMA_VERSION = "2.3.0"
 
 _TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
@@ -159,24 +159,48 @@ CURRICULUM = _schema(
         f("source_title", pa.string(), False),
         f("cluster_id", pa.int32()),
         f("task_type", pa.string(), False),
-        f("hop_count", pa.int8(), False),
+        f(
+            "hop_count",
+            pa.int8(),
+            False,
+            "the selector's draw; the question's own hops are its kg_path's relations (cut "
+            "before a many-valued relation), 1 for a passage span",
+        ),
         f("subgraph_id", pa.string()),
         f("question", pa.string()),
-        f("answer", pa.string()),
-        f("evidence", pa.string()),
-        f("evidence_mode", pa.string(), False, "constrained | free"),
-        f("evidence_source", pa.string(), doc="source | retrieved | none"),
+        f("answer", pa.string(), doc="fixed before the question: as the evidence writes it"),
         f(
-            "evidence_status",
+            "answer_aliases",
+            pa.list_(pa.string()),
+            doc="every accepted form of the answer (the answer first): the KG end entity's "
+            "label, aliases and formatted values; EM against any of them is correct",
+        ),
+        f("evidence", pa.string()),
+        f(
+            "evidence_mode",
             pa.string(),
             False,
-            "verbatim | not_in_source | bad_sentence_ref | missing",
+            "how the answer was fixed: kg_path (the path's end entity) | passage_span",
         ),
+        f("answer_span_kind", pa.string(), doc="passage_span: date | number | name"),
+        f(
+            "question_source",
+            pa.string(),
+            doc="llm | template (the path's relation labels, after every LLM sample failed) "
+            "| null (not posed, or no valid question)",
+        ),
+        f("question_attempts", pa.int32(), False, "LLM questions read (0: not posed)"),
+        f("evidence_source", pa.string(), doc="source | retrieved | none"),
+        f("evidence_status", pa.string(), False, "verbatim | missing (not posed)"),
         f("evidence_passage_id", pa.string()),
         f("evidence_char_start", pa.int32(), doc="0-based offset into the passage text"),
         f("evidence_char_end", pa.int32(), doc="exclusive"),
-        f("kg_path", KG_PATH),
-        f("waypoints", pa.list_(pa.string())),
+        f("kg_path", KG_PATH, doc="the sub-path the question follows, ending at the answer"),
+        f(
+            "waypoints",
+            pa.list_(pa.string()),
+            doc="labels of the path nodes v0..v_{h-1} before the answer (WCR matches them)",
+        ),
         f("is_valid", pa.bool_(), False),
         f("invalid_reason", pa.string(), doc="null when valid"),
         f("is_verbatim", pa.bool_(), False),
@@ -200,6 +224,19 @@ CURRICULUM = _schema(
         f("brevity", pa.float64(), doc="B = max(0, 1 - |e|/L_max)"),
         f("proposer_reward", pa.float64(), doc="1/2 F_fmt + R_DZ + l_V V + l_B B"),
         f(
+            "v_threshold_quantile",
+            pa.float64(),
+            False,
+            "gates.v_quantile: accepted records beat this quantile of the run's shuffled and "
+            "off-topic control V (view verifier_thresholds)",
+        ),
+        f("gold_n", pa.int32(), doc="answers sampled with the gold evidence as context"),
+        f(
+            "gold_correct",
+            pa.int32(),
+            doc="of them correct (EM against any answer form); 0: the gates are undetermined",
+        ),
+        f(
             "closed_book_accuracy",
             pa.float64(),
             doc="gates.shortcut: share of solver rollouts with search disabled that are correct "
@@ -212,6 +249,12 @@ CURRICULUM = _schema(
             doc="h >= 2 and closed-book or one-search accuracy >= gates.shortcut_threshold",
         ),
         f(
+            "shortcut_verdict",
+            pa.string(),
+            doc="pass | fail | undetermined (no gold-evidence answer was correct) | "
+            "not_applicable (h < 2 or not solved) | off",
+        ),
+        f(
             "answer_candidates",
             pa.list_(pa.string()),
             doc="gates.uniqueness: distinct Norm(answers) of the solver rollouts, each given by "
@@ -221,6 +264,12 @@ CURRICULUM = _schema(
             "unique_answer",
             pa.bool_(),
             doc="fewer than two answer_candidates (null: not solved or the gate off)",
+        ),
+        f(
+            "uniqueness_verdict",
+            pa.string(),
+            doc="pass | fail | undetermined (no gold-evidence answer was correct) | "
+            "not_applicable (not solved) | off",
         ),
         f("v_shuffled", pa.float64(), doc="gates.controls: V with another record's evidence"),
         f("v_answer_only", pa.float64(), doc="V with the answer string alone as evidence"),
@@ -412,12 +461,13 @@ VERIFIER_SAMPLES = _schema(
 
 GATE_ROLLOUTS = _schema(
     "gate_rollouts",
-    "Shortcut check (gates.shortcut): solver rollouts with search disabled or one search.",
+    "Gate rollouts: answers with the gold evidence, and the shortcut check's solver "
+    "rollouts with search disabled or one search.",
     [
         f("rollout_id", pa.string(), False, "<record_id>:<check>:<sample>"),
         f("record_id", pa.string(), False),
         f("run_id", pa.string(), False),
-        f("check", pa.string(), False, "closed_book | one_search"),
+        f("check", pa.string(), False, "gold_evidence | closed_book | one_search"),
         f("sample", pa.int32(), False),
         f("prompt", pa.string(), False),
         f("raw_output", pa.string(), False),
@@ -459,7 +509,12 @@ SHARD_STEPS = _schema(
     [
         f("run_id", pa.string(), False),
         f("shard", pa.int32(), False),
-        f("step", pa.string(), False, "propose | solve | verify | shortcut | controls | rows"),
+        f(
+            "step",
+            pa.string(),
+            False,
+            "propose | solve | verify | gold_evidence | shortcut | controls | rows",
+        ),
         f("seconds", pa.float64(), False),
         f("items", pa.int32(), False, "records (or rows) the step worked on"),
         f("created_at", _TS, False),

@@ -1,4 +1,4 @@
-"""Evidence spans: sentence segmentation with character offsets and the verbatim check.
+"""Evidence spans: sentence segmentation with character offsets.
 
 Offsets are 0-based, end-exclusive Python string offsets into the passage text, so an auditor
 can re-check a span with `substr(text, start + 1, end - start)` in SQL.
@@ -7,7 +7,6 @@ can re-check a span with `substr(text, start + 1, end - start)` in SQL.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote;
@@ -45,28 +44,3 @@ def _trimmed(text: str, start: int, end: int) -> Span:
     while end > start and text[end - 1].isspace():
         end -= 1
     return Span(text[start:end], start, end)
-
-
-@dataclass(frozen=True)
-class Located:
-    passage_id: str
-    start: int
-    end: int
-    source: str  # "source" | "retrieved"
-
-
-def locate(
-    evidence: str, source_id: str, source_text: str, retrieved: Sequence[tuple[str, str]] = ()
-) -> Located | None:
-    """Find the evidence verbatim (exact substring) in the source, then in retrieved snippets."""
-    ev = evidence.strip()
-    if not ev:
-        return None
-    i = source_text.find(ev)
-    if i != -1:
-        return Located(source_id, i, i + len(ev), "source")
-    for pid, text in retrieved:
-        i = text.find(ev)
-        if i != -1:
-            return Located(pid, i, i + len(ev), "retrieved")
-    return None

@@ -15,11 +15,8 @@ import orjson
 from pipeline.agents.evidence import sentences
 
 PROPOSER_INSTRUCTION = (
-    "Read each passage and write one question of the given task type that the passage answers, "
-    "needing the given number of hops. Plan inside <think> and </think>. To look something up, "
-    "write <search> query </search>; results appear between <information> and </information>. "
-    "Then write the question inside <question> </question>, the short answer copied from the "
-    "passage inside <answer> </answer>, and the supporting evidence inside <evidence> </evidence>."
+    "Write one question for each answer. The question names its topic, asks for exactly the "
+    "given answer, follows the facts, and does not contain the answer."
 )
 ANSWER_INSTRUCTION = "Answer each question with a short phrase."
 SOLVER_INSTRUCTION = (
@@ -36,17 +33,9 @@ EVALACT_INSTRUCTION = (
 )
 # Where a base model would start the next few-shot block (multi-turn rollouts also stop at
 # </search> and at the agent's final closing tag).
-PROPOSER_STOP = ("\nPassage (",)
+PROPOSER_STOP = ("\nTopic:",)
 SOLVER_STOP = ("\nQuestion:",)
 ANSWER_STOP = ("\n",)
-# Task types the selector draws, as the proposer reads them.
-TASK_HINTS = {
-    "factual": "a fact stated in the passage",
-    "comparison": "a comparison between two things",
-    "causal": "a cause or an effect",
-    "temporal": "a date, a period or an order of events",
-    "aggregation": "a count or a total",
-}
 
 
 @dataclass(frozen=True)
@@ -58,22 +47,25 @@ class FewShot:
     evidence_sentence: int  # 1-based
 
 
-def load_few_shot(path: str | Path) -> list[FewShot]:
+def _jsonl(path: str | Path, what: str) -> list[dict]:
     rows = []
     with Path(path).open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if raw.strip():
                 try:
-                    rows.append(FewShot(**orjson.loads(raw)))
-                except (orjson.JSONDecodeError, TypeError) as exc:
-                    raise ValueError(f"{path}:{lineno}: bad few-shot example: {exc}") from exc
+                    rows.append(orjson.loads(raw))
+                except orjson.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: bad {what}: {exc}") from exc
     if not rows:
-        raise ValueError(f"{path}: no few-shot examples")
+        raise ValueError(f"{path}: no {what}s")
     return rows
 
 
-def _numbered(text: str) -> str:
-    return "\n".join(f"[{i}] {s.text}" for i, s in enumerate(sentences(text), 1))
+def load_few_shot(path: str | Path) -> list[FewShot]:
+    try:
+        return [FewShot(**row) for row in _jsonl(path, "few-shot example")]
+    except TypeError as exc:
+        raise ValueError(f"{path}: bad few-shot example: {exc}") from exc
 
 
 def render_path(path: dict) -> str:
@@ -88,53 +80,57 @@ def _doc(s: FewShot) -> str:
     return f"Doc 1(Title: {s.title}) {s.text}"
 
 
-def _proposer_demo(s: FewShot, mode: str, hops: int) -> list[str]:
-    """One worked example of the proposer protocol; 2-hop demos show a search round trip."""
-    sentence = sentences(s.text)[s.evidence_sentence - 1].text
-    evidence = f"[{s.evidence_sentence}]" if mode == "constrained" else sentence
-    body = _numbered(s.text) if mode == "constrained" else s.text
-    lines = [f"Passage ({s.title}):", body, f"Hops: {hops}. Task: factual."]
-    if hops > 1:
-        lines += [
-            f"<think>I will look up {s.title}.</think>",
-            f"<search>{s.title}</search>",
-            "",
-            f"<information>{_doc(s)}</information>",
-            "",
-        ]
-    lines += [
-        f"<think>Sentence [{s.evidence_sentence}] gives the answer.</think>",
-        f"<question>{s.question}</question>",
-        f"<answer>{s.answer}</answer>",
-        f"<evidence>{evidence}</evidence>",
-        "",
-    ]
-    return lines
+@dataclass(frozen=True)
+class KGShot:
+    """A worked KG question: the path the question follows, its end entity, the question."""
+
+    topic: str
+    facts: str
+    answer: str
+    question: str
+
+
+def load_kg_shots(path: str | Path) -> list[KGShot]:
+    return [KGShot(**row) for row in _jsonl(path, "KG question example")]
+
+
+def _question_block(topic: str, context: str, answer: str, kg: bool) -> list[str]:
+    return [f"Topic: {topic}", f"{'Facts' if kg else 'Fact'}: {context}", f"Answer: {answer}"]
 
 
 def proposer_prompt(
-    title: str,
-    text: str,
+    topic: str,
+    context: str,
+    answer: str,
+    kg: bool,
     shots: Sequence[FewShot],
-    mode: str,
-    facts: str | None = None,
-    hops: int = 1,
-    task_type: str = "factual",
+    kg_shots: Sequence[KGShot] = (),
 ) -> str:
-    """Constrained mode numbers the sentences and asks for one; free mode asks for a copy.
+    """Answer first: the worked examples, then the task's topic, its facts (a KG path) or
+    fact (the evidence sentence) and the answer; the model writes only the <question>.
 
-    `facts` is a KG path linked to the passage, offered as relational context (the answer and
-    evidence must still come from the passage or a retrieved snippet)."""
-    blocks = [PROPOSER_INSTRUCTION, ""]
-    demos = list(shots[:2])  # prompt length is the main cost of every turn on CPU
-    for i, s in enumerate(demos):
-        blocks += _proposer_demo(s, mode, 2 if i == len(demos) - 1 else 1)
-    body = _numbered(text) if mode == "constrained" else text
-    blocks += [f"Passage ({title}):", body]
-    if facts:
-        blocks.append(f"Related facts: {facts}")
-    hint = TASK_HINTS.get(task_type, task_type)
-    blocks.append(f"Hops: {hops}. Task: {task_type} ({hint}).")
+    Demos of the task's own kind come last, next to the task (a base model imitates the
+    nearest example most)."""
+    passage_demos = [
+        [
+            *_question_block(s.title, sentences(s.text)[s.evidence_sentence - 1].text, s.answer,
+                             False),
+            f"<question>{s.question}</question>",
+            "",
+        ]
+        for s in shots[:2]
+    ]  # fmt: skip
+    kg_demos = [
+        [
+            *_question_block(s.topic, s.facts, s.answer, True),
+            f"<question>{s.question}</question>",
+            "",
+        ]
+        for s in kg_shots[:2]
+    ]
+    demos = passage_demos + kg_demos if kg else kg_demos + passage_demos
+    blocks = [PROPOSER_INSTRUCTION, ""] + [line for d in demos for line in d]
+    blocks += _question_block(topic, context, answer, kg)
     return "\n".join(blocks) + "\n"
 
 

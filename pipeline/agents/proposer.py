@@ -1,25 +1,40 @@
-"""Proposer: a batch of source passages -> tagged rollouts -> (question, answer, evidence) with
-the evidence checked against the source and what the rollout retrieved.
+"""Proposer: the question for an answer fixed in advance (pipeline.agents.targets).
 
-`propose()` is the proposer's step as `solve()` and `verify_*()` are the solver's and the
-verifier's: tasks in, results out, one generate call per turn for the whole batch."""
+The answer and its verbatim evidence come from the KG path or the source passage; the LLM
+words the question. `propose()` samples `attempts` questions per task in one batched call
+(guided to an interrogative sentence where the backend supports it) and keeps the first that
+passes every validity rule; a KG task whose samples all fail gets a question built from the
+path's relation labels (2WikiMultiHopQA-style), counted as `question_source = template`. A
+task without a target is not posed at all.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pipeline.agents.evidence import locate, sentences
-from pipeline.agents.prompts import PROPOSER_STOP, FewShot, proposer_prompt
-from pipeline.agents.rewards import token_f1
+from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
+from pipeline.agents.question_checks import OPENERS, names_subject, question_reason
 from pipeline.agents.rollout import Rollout, RolloutConfig, TurnGuide, run_rollouts
+from pipeline.agents.targets import Target
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
-_SENT_REF = re.compile(r"^\[?\s*(\d{1,3})\s*\]?")
+
+
+def question_body(kind: str, subject: str | None = None) -> str:
+    """What the guide lets the model write after the engine opened <question>: one line that
+    opens as a question for this kind of answer does (`question_checks.OPENERS`), names its
+    subject verbatim when one is given, has no tags or brackets, and ends in '?'."""
+    openers = OPENERS[kind].replace("(?:", "(")  # plain groups: every guided backend reads them
+    free = r"[^<>\n?\[\]{}]"
+    if not subject:
+        return rf"({openers}) {free}{{3,160}}\?</question>"
+    named = re.sub(r"([\\.^$*+?()\[\]{}|])", r"\\\1", subject)  # metacharacters only
+    return rf"({openers}) {free}{{0,120}}{named}{free}{{0,120}}\?</question>"
 
 
 @dataclass(frozen=True)
@@ -31,101 +46,45 @@ class Proposal:
     evidence_end: int | None
     evidence_passage_id: str | None
     evidence_source: str  # source | retrieved | none
-    evidence_status: str  # verbatim | not_in_source | bad_sentence_ref | missing
+    evidence_status: str  # verbatim | missing
     raw: str
 
 
 def tag(text: str, name: str) -> str | None:
     """Content of the last complete `<name>...</name>` outside tool responses (else None).
 
-    The last one wins: a rollout may draft a question, search, and then revise it."""
+    The last one wins: a rollout may draft an answer, search, and then revise it."""
     own = _INFO.sub(" ", text)
     found = re.findall(rf"<{name}>(.*?)</{name}>", own, re.S)
     return found[-1].strip() or None if found else None
 
 
-def parse_proposal(
-    transcript: str,
-    passage_id: str,
-    passage_text: str,
-    mode: str,
-    retrieved: Sequence[tuple[str, str]] = (),
-) -> Proposal:
-    """Read <question>/<answer>/<evidence> from a rollout and check the evidence.
-
-    Constrained mode: the evidence is a sentence number of the source, verbatim by construction.
-    Free mode: the span must occur verbatim in the source or in a retrieved snippet; which one
-    and the offsets are recorded."""
-    q, a, ev = tag(transcript, "question"), tag(transcript, "answer"), tag(transcript, "evidence")
-    if ev is None:
-        return Proposal(q, a, None, None, None, None, "none", "missing", transcript)
-    if mode == "constrained":
-        m = _SENT_REF.match(ev)
-        sents = sentences(passage_text)
-        if not m or not 1 <= int(m.group(1)) <= len(sents):
-            return Proposal(q, a, ev, None, None, None, "none", "bad_sentence_ref", transcript)
-        s = sents[int(m.group(1)) - 1]
-        return Proposal(q, a, s.text, s.start, s.end, passage_id, "source", "verbatim", transcript)
-    loc = locate(ev, passage_id, passage_text, retrieved)
-    if loc is None:
-        return Proposal(q, a, ev, None, None, None, "none", "not_in_source", transcript)
-    return Proposal(
-        q, a, ev, loc.start, loc.end, loc.passage_id, loc.source, "verbatim", transcript
-    )
-
-
-def proposer_guide(mode: str, passage_text: str) -> TurnGuide:
-    """The proposer's turn regex: the final block is question, answer and evidence, where
-    constrained evidence names one of this passage's sentences ([1] .. [k])."""
-    if mode == "constrained":
-        k = max(len(sentences(passage_text)), 1)
-        evidence = r"\[(" + "|".join(str(i) for i in range(1, k + 1)) + r")\]"
-    else:
-        evidence = r"[^<\s][^<]{0,1023}"  # about L_max = 256 tokens
-    # Each field starts with a visible character, so none is empty once stripped; the
-    # question and answer lengths keep a rambling model from running out of tokens.
-    body = (
-        r"[^<\s][^<]{0,199}</question>\n<answer>[^<\s][^<]{0,79}</answer>\n"
-        rf"<evidence>{evidence}</evidence>"
-    )
-    return TurnGuide("<question>", body)
-
-
-def copies_example(question: str | None, shots: list[FewShot], threshold: float = 0.8) -> bool:
-    """A base model often repeats a few-shot question verbatim for an unrelated passage; such a
-    record is a prompt artifact, and its answer is in the verifier's prompt too."""
-    return bool(question) and any(token_f1(question, s.question) >= threshold for s in shots)
-
-
 @dataclass(frozen=True)
 class ProposerTask:
-    """One proposer call: a source passage and what the plan asks of it."""
+    """One proposer call: a source passage, what the plan asks of it, and its target."""
 
     passage_id: str
     title: str
     text: str
     hop_count: int
     task_type: str
-    kg_facts: str | None = None  # the linked subgraph's target path, rendered
+    target: Target
 
 
 @dataclass(frozen=True)
 class ProposerSettings:
-    evidence_mode: str  # constrained | free
     temperature: float
     top_p: float
-    max_tokens: int  # per assistant turn
+    max_tokens: int
     seed: int
-    max_turns: int = 5
-    topk: int = 3
-    max_doc_tokens: int = 512
-    search: bool = True
-    force_final: bool = True  # open <question> on the last allowed turn / past the budget
-    guided: bool = False  # constrain the final block's shape by guided decoding
+    attempts: int = 4  # questions sampled per task; the first valid one is kept
+    guided: bool = True  # constrain each sample to one interrogative sentence
+    max_answer_tokens: int = 12
+    template_fallback: bool = True  # KG tasks: a question from the relation labels
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
-            n=1,
+            n=self.attempts,
             temperature=self.temperature,
             top_p=self.top_p,
             max_tokens=self.max_tokens,
@@ -135,51 +94,180 @@ class ProposerSettings:
 
 @dataclass(frozen=True)
 class ProposerResult:
-    prompt: str  # what the model saw first (rendered)
-    rollout: Rollout
+    prompt: str  # what the model saw (rendered); "" when the task was not posed
+    rollout: Rollout  # the kept sample (the first one when none passed)
     proposal: Proposal
+    valid: bool
+    invalid_reason: str | None
+    attempts: int  # samples read: up to the kept one, or all when none passed
+    question_source: str | None  # llm | template | None (not posed, or nothing valid)
+
+
+def template_question(t: Target) -> str | None:
+    """'What is the country of the place of birth of Albert Einstein?': the path's relation
+    labels, last hop first, around its start entity."""
+    if t.path is None:
+        return None
+    rels = [r.get("label") or r["id"] for r in t.path["relations"]]
+    chain = t.subject
+    for rel in rels[:-1]:
+        chain = f"the {rel} of {chain}"
+    opener = {"date": "In what year was", "number": "How much is", "person": "Who is"}
+    return f"{opener.get(t.answer_kind, 'What is')} the {rels[-1]} of {chain}?"
+
+
+_PRONOUN = re.compile(
+    r"^(He|She|It|They|His|Her|Its|Their|The (?:country|city|town|college|university|river|"
+    r"band|group|company|island|state|region|party|book|work|prize|wall))\b",
+    re.I,
+)
+_PREP_DATE = re.compile(r"(?:\b(?:in|on|by|from|since|around|until|after|before) )$", re.I)
+_CLAUSE = re.compile(r", (?:and|but|while|whereas) (?=[a-z])|; ")
+
+
+def insitu_question(t: Target) -> str | None:
+    """The evidence clause with its answer replaced by a question phrase, as rule-based
+    question generation does: 'Leipzig was first mentioned in what year in the chronicle of
+    Thietmar of Merseburg?'. The clause holding the answer is kept; a clause-initial pronoun
+    or 'The city' becomes the subject ('He was tried by' -> 'Galileo Galilei was tried by').
+    None for an answer in apposition (', X,') or a clause too long to read as a question."""
+    if t.evidence is None or t.answer_at is None or t.answer is None:
+        return None
+    ev, a0 = t.evidence.rstrip(" .!;:"), t.answer_at
+    a1 = a0 + len(t.answer)
+    cuts = [0, *(m.end() for m in _CLAUSE.finditer(ev) if m.end() <= a0)]
+    stop = next((m.start() for m in _CLAUSE.finditer(ev) if m.start() >= a1), len(ev))
+    for start, end in ((cuts[-1], stop), (0, len(ev))):  # the clause, else the sentence
+        q = _insitu(t, ev[start:a0], ev[a1:end])
+        if q is not None and (names_subject(q, t.subject) or start == 0):
+            break
+    return q if q is not None and len(q.split()) <= 30 else None
+
+
+def _insitu(t: Target, before: str, after: str) -> str | None:
+    if before.endswith(", ") and after.startswith(","):
+        return None  # apposition: "His stepfather, Harry Graves, encouraged ..."
+    if t.answer_kind == "date":
+        before = re.sub(r"\bthe $", "", before)
+        year = re.fullmatch(r"\d{3,4}", t.answer)
+        phrase = "what year" if year else "what decade" if t.answer.endswith("s") else "what date"
+        if _PREP_DATE.search(before) is None:
+            phrase = f"in {phrase}"
+    elif t.answer_kind == "number":
+        before = re.sub(r"\b(?:about|around|some|nearly|almost|over|more than) $", "", before)
+        unit = re.sub(r"^[\d,.]+(?: (?:million|billion|thousand|hundred))?", "", t.answer)
+        phrase = f"how many{unit}"
+    else:
+        before = re.sub(r"\bthe $", "", before)
+        phrase = "whom" if re.search(r"\b(?:by|to|with|married)\s*$", before) else "what"
+    q = f"{before}{phrase}{after}".strip()
+    pro = _PRONOUN.match(q)
+    if pro:
+        owner = pro.group(1).lower() in ("his", "her", "its", "their")
+        q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
+    return f"{q[0].upper()}{q[1:]}?" if q else None
+
+
+def _proposal(t: Target, question: str | None, raw: str) -> Proposal:
+    status = "verbatim" if t.evidence is not None else "missing"
+    return Proposal(
+        question, t.answer, t.evidence, t.start, t.end, t.passage_id,
+        t.source if t.evidence is not None else "none", status, raw,
+    )  # fmt: skip
 
 
 def propose(
     gen: Generator,
-    retriever: RetrieverBackend,
+    retriever: RetrieverBackend | None,
     tasks: Sequence[ProposerTask],
     shots: Sequence[FewShot],
+    kg_shots: Sequence[KGShot],
     settings: ProposerSettings,
     render: Render = plain,
+    count_tokens: Callable[[str], int] | None = None,
+    answerable: Callable[[Sequence[tuple[Target, str]]], list[bool]] | None = None,
 ) -> list[ProposerResult]:
-    """One proposer rollout per task, read back into a checked Proposal.
+    """`settings.attempts` questions per posed task in one batched call, then the checks.
 
-    An h-hop task may search h - 1 times before it must write its final block (when
-    `force_final`), so the question needs the hops the plan drew."""
+    `answerable` (round-trip consistency, as QG pipelines filter): given (target, question)
+    pairs, whether a solver handed the target's evidence answers the question with the target's
+    answer; among a task's valid samples the first answerable one is kept, else the first
+    valid one. One batched call for every valid sample of the shard."""
     s = settings
-    prompts = [
-        render(
+    posed = [i for i, t in enumerate(tasks) if t.target.posed]
+    prompts = {
+        i: render(
             proposer_prompt(
-                t.title, t.text, shots, s.evidence_mode, t.kg_facts, t.hop_count, t.task_type
+                tasks[i].target.subject,
+                tasks[i].target.facts if tasks[i].target.kind == "kg" else tasks[i].target.evidence,
+                tasks[i].target.answer,
+                tasks[i].target.kind == "kg",
+                shots,
+                kg_shots,
             )
         )
-        for t in tasks
-    ]
+        for i in posed
+    }
     rcfg = RolloutConfig(
-        "<evidence>",
-        "</evidence>",
-        s.max_turns,
-        s.topk,
-        s.max_doc_tokens,
-        s.search,
-        PROPOSER_STOP,
-        "<question>" if s.force_final else None,
+        "<question>", "</question>", max_turns=1, search=False,
+        extra_stop=(*PROPOSER_STOP, "\n"), force_final="<question>",
+    )  # fmt: skip
+    kinds = [(tasks[i].target.answer_kind, tasks[i].target.subject) for i in posed]
+    guides = [TurnGuide("<question>", question_body(*k)) for k in kinds] if s.guided else None
+    groups = run_rollouts(gen, retriever, [prompts[i] for i in posed], s.sampling(), rcfg, None,
+                          guides)  # fmt: skip
+    by_task = dict(zip(posed, groups, strict=True))
+    examples = [x.question for x in shots] + [x.question for x in kg_shots]
+
+    def reason(q: str | None, t: Target) -> str | None:
+        context = " ".join(x for x in (t.evidence, t.facts, t.subject) if x)
+        return question_reason(
+            q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
+            max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
+            max_unsupported=1 if t.kind == "kg" else 0,
+        )  # fmt: skip
+
+    reasons = {i: [reason(r.final, tasks[i].target) for r in by_task[i]] for i in posed}
+    valid = [(i, k) for i in posed for k, why in enumerate(reasons[i]) if why is None]
+    ok = (
+        answerable([(tasks[i].target, by_task[i][k].final) for i, k in valid])
+        if answerable and valid
+        else [True] * len(valid)
     )
-    budgets = [max(t.hop_count - 1, 0) if s.force_final else None for t in tasks]
-    guides = [proposer_guide(s.evidence_mode, t.text) for t in tasks] if s.guided else None
-    groups = run_rollouts(gen, retriever, prompts, s.sampling(), rcfg, budgets, guides)
+    first_valid: dict[int, int] = {}
+    first_answerable: dict[int, int] = {}
+    for (i, k), good in zip(valid, ok, strict=True):
+        first_valid.setdefault(i, k)
+        if good:
+            first_answerable.setdefault(i, k)
     results = []
-    for task, prompt, group in zip(tasks, prompts, groups, strict=True):
-        roll = group[0]
-        snippets = roll.retrieved_passages()  # full texts of the hits, not the cut tool docs
-        proposal = parse_proposal(
-            roll.transcript, task.passage_id, task.text, s.evidence_mode, snippets
-        )
-        results.append(ProposerResult(prompt, roll, proposal))
+    for i, task in enumerate(tasks):
+        t = task.target
+        if i not in by_task:
+            empty = Rollout(prompt="", sample=0, stop_reason="not_posed")
+            results.append(
+                ProposerResult("", empty, _proposal(t, None, ""), False, t.reason, 0, None)
+            )
+            continue
+        group = by_task[i]
+        # with a round-trip check, a question the solver cannot answer from its own evidence
+        # is not kept (the template is tried instead); without one, the first valid sample
+        kept = first_answerable.get(i) if answerable else first_valid.get(i)
+        if kept is not None:
+            r = group[kept]
+            results.append(
+                ProposerResult(prompts[i], r, _proposal(t, r.final, r.transcript), True, None,
+                               kept + 1, "llm")
+            )  # fmt: skip
+            continue
+        fallback = None
+        if s.template_fallback:
+            fallback = template_question(t) if t.kind == "kg" else insitu_question(t)
+        why = reason(fallback, t) if fallback else reasons[i][0]
+        r = group[0]
+        q = fallback if fallback and why is None else r.final
+        results.append(
+            ProposerResult(prompts[i], r, _proposal(t, q, r.transcript), why is None, why,
+                           len(group), "template" if fallback and why is None else None)
+        )  # fmt: skip
     return results

@@ -54,6 +54,7 @@ class SolverTask:
     evidence: str | None
     evidence_passage_id: str | None
     waypoints: list[list[str]]  # surface forms per waypoint v0..v_{K-1}; empty without a KG path
+    aliases: tuple[str, ...] = ()  # other accepted forms of the answer (EM against any)
 
 
 @dataclass
@@ -132,13 +133,15 @@ def _results(
     """One question's rollouts (or ARR dialogues) as rows, with every protocol's columns."""
     evalact, arr = s.protocol == "evalact", s.protocol == "arr"
     preds = [r.final for r in group]
-    correct = [exact_match(p, t.answer) for p in preds]
+    # Each prediction is scored against the accepted form it matches (the answer otherwise).
+    golds = [next((a for a in t.aliases if exact_match(p, a)), t.answer) for p in preds]
+    correct = [exact_match(p, gold) for p, gold in zip(preds, golds, strict=True)]
     thinks = [think_text(r.transcript) for r in group]
     cover = [waypoint_coverage(t.waypoints, th) if t.waypoints else 0.0 for th in thinks]
     # The rollout is valid for WCR when it finished with a parsable answer.
     valid = [r.stop_reason == "final" and bool(p) for r, p in zip(group, preds, strict=True)]
     wcr = wcr_rewards(correct, valid, cover, s.wcr_alpha)
-    f1s = [token_f1(p, t.answer) for p in preds]
+    f1s = [token_f1(p, gold) for p, gold in zip(preds, golds, strict=True)]
     gated, advantages = [None] * len(group), [None] * len(group)
     if evalact:
         compliant = [_compliant(r) for r in group]
@@ -177,9 +180,9 @@ def _results(
                 "stop_reason": r.stop_reason,
                 "forced_final": r.forced_final,
                 "correct": correct[i],
-                "answer_f1": token_f1(preds[i], t.answer),
+                "answer_f1": f1s[i],
                 "evidence_f1": token_f1(ev_pred, t.evidence) if ev_pred else 0.0,
-                "solver_reward": solver_reward(preds[i], t.answer, ev_pred, t.evidence, s.lambda_e),
+                "solver_reward": solver_reward(preds[i], golds[i], ev_pred, t.evidence, s.lambda_e),
                 "wcr_coverage": cover[i] if t.waypoints else None,
                 "wcr_reward": wcr[i],
                 "answer_in_retrieved": _answer_in_retrieved(preds[i], r),

@@ -209,29 +209,38 @@ class GenerationConfig(_Section):
     # Number of source passages sampled per nightly run (one proposer call each).
     num_sources: int = Field(40, ge=1)
     shard_size: int = Field(8, ge=1)
-    # constrained: evidence is one sentence of the source (verbatim by construction);
-    # free: the model copies a span itself, as in the paper, and the verbatim check filters.
-    evidence_mode: Literal["constrained", "free"] = "constrained"
+    # Answer first (pipeline.agents.targets): a slot linked to a KG subgraph asks for the
+    # path's end entity, with a verbatim evidence sentence from the source passage or from the
+    # top `evidence_topk` hits of one search for the final hop; any other slot asks for a span
+    # of its source passage (a date, number or name, by task type).
+    evidence_topk: int = Field(10, ge=1)
     proposer_temperature: float = Field(0.7, ge=0.0)
     proposer_top_p: float = Field(0.95, gt=0.0, le=1.0)
-    # Per assistant turn of a multi-turn rollout (Search-R1 tag protocol).
-    proposer_max_tokens: int = Field(96, ge=8)
+    # The LLM words the question: `question_attempts` samples per slot in one call, the first
+    # that passes every validity rule is kept (pipeline.agents.question_checks).
+    proposer_max_tokens: int = Field(48, ge=8)
+    question_attempts: int = Field(6, ge=1)
+    # Round-trip consistency: among the valid samples keep the first a solver handed the
+    # evidence answers with the target (the gates' gold-evidence check), else the first valid.
+    roundtrip: bool = True
+    # KG slots whose samples all fail get a question from the path's relation labels
+    # (2WikiMultiHopQA-style), counted as question_source = template.
+    template_fallback: bool = True
+    # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
+    max_answer_tokens: int = Field(12, ge=1)
     solver_max_tokens: int = Field(48, ge=8)
     # Single-turn verifier answers.
     answer_max_tokens: int = Field(12, ge=1)
     # At most this many assistant turns per proposer/solver rollout (paper: 5).
     max_turns: int = Field(5, ge=1)
-    # Let the proposer call the search tool (multi-hop questions); the solver always may.
-    proposer_search: bool = True
-    # The proposer may search at most h - 1 times for an h-hop question; past that, or on the
-    # last allowed turn, the engine opens the final tag (<question> / <answer>) so weak models
-    # still finish. false: plain Search-R1 (no forcing, no search budget).
-    force_final: bool = True
-    # Guided decoding of every proposer turn (llguidance on CPU, vLLM's structured outputs,
-    # `guided_regex` over HTTP): <think>, then <search> or the question/answer/evidence block;
-    # in constrained mode the evidence can only name one of the source's sentences.
+    # Guided decoding of the question (llguidance on CPU, vLLM's structured outputs,
+    # `guided_regex` over HTTP): one interrogative sentence, no tags or brackets.
     guided_proposer: bool = True
+    # On a solver rollout's last allowed turn the engine opens <answer>, so weak models still
+    # finish. false: plain Search-R1 (no forcing).
+    force_final: bool = True
     few_shot: str = "data/prompts/proposer_fewshot.jsonl"
+    kg_few_shot: str = "data/prompts/kg_question_fewshot.jsonl"
 
 
 class VerifierConfig(_Section):
@@ -267,6 +276,12 @@ class GatesConfig(_Section):
     # within the shard), the answer string alone, and a passage of another cluster.
     controls: bool = True
     controls_share: float = Field(1.0, ge=0.0, le=1.0)
+    # Gold evidence: `gold_n` answers with the record's evidence as context (greedy for 1).
+    # None correct: the shortcut and uniqueness verdicts are `undetermined`, not a pass.
+    gold_n: int = Field(1, ge=1)
+    # A record is accepted when its V exceeds this quantile of the V its run's shuffled and
+    # off-topic controls get (view verifier_thresholds); without controls the bar is V > 0.
+    v_quantile: float = Field(0.9, ge=0.0, le=1.0)
 
 
 class RewardConfig(_Section):

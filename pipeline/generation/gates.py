@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pipeline.agents.prompts import FewShot
+from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
+from pipeline.agents.rewards import exact_match
 from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
@@ -24,7 +25,7 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.llm.base import Generator
+from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render
 from pipeline.quality.gate_stats import (
     accuracy,
@@ -33,6 +34,7 @@ from pipeline.quality.gate_stats import (
     in_sample,
     is_shortcut,
     is_unique,
+    verdict,
 )
 from pipeline.retrieval.base import RetrieverBackend
 
@@ -51,15 +53,84 @@ class GateResult:
 
 
 GATE_COLUMNS = (
+    "gold_n",
+    "gold_correct",
     "closed_book_accuracy",
     "one_search_accuracy",
     "shortcut",
+    "shortcut_verdict",
     "answer_candidates",
     "unique_answer",
+    "uniqueness_verdict",
     "v_shuffled",
     "v_answer_only",
     "v_off_topic",
 )
+
+
+SHORTCUT_COLUMNS = ("closed_book_accuracy", "one_search_accuracy", "shortcut")
+
+
+def gold_evidence_check(
+    gen: Generator,
+    items: Sequence[VerifierItem],
+    aliases: Sequence[Sequence[str]],
+    shots: Sequence[FewShot],
+    n: int,
+    temperature: float,
+    max_tokens: int,
+    seed: int,
+    render: Render,
+) -> list[GateResult]:
+    """Can the solver answer at all when handed the gold evidence? `n` single-turn answers
+    per record with its evidence as context (greedy for n = 1), each scored by EM against any
+    accepted form of the answer. A record none of them answers gives the shortcut and
+    uniqueness gates nothing to measure: their verdict is `undetermined`, never a pass."""
+    params = SamplingParams(
+        n=n, temperature=temperature if n > 1 else 0.0, max_tokens=max_tokens,
+        stop=ANSWER_STOP, seed=seed,
+    )  # fmt: skip
+    prompts = [render(answer_prompt(it.question, shots, context=it.evidence)) for it in items]
+    outs = gen.generate(prompts, params) if items else []
+    results = []
+    for it, forms, prompt, group in zip(items, aliases, prompts, outs, strict=True):
+        res = GateResult()
+        for k, raw in enumerate(group):
+            pred = raw.strip()
+            ok = any(exact_match(pred, a) for a in (it.answer, *forms))
+            res.rollouts.append(
+                {
+                    "rollout_id": f"{it.record_id}:gold_evidence:{k}",
+                    "record_id": it.record_id,
+                    "check": "gold_evidence",
+                    "sample": k,
+                    "prompt": prompt,
+                    "raw_output": raw,
+                    "predicted_answer": pred or None,
+                    "searches": [],
+                    "retrieved_ids": [],
+                    "turns": 1,
+                    "stop_reason": "final",
+                    "forced_final": False,
+                    "correct": ok,
+                }
+            )
+        res.columns["gold_n"] = len(group)
+        res.columns["gold_correct"] = sum(r["correct"] for r in res.rollouts)
+        results.append(res)
+    return results
+
+
+def set_verdicts(
+    res: GateResult, shortcut_on: bool, uniqueness_on: bool, hop_count: int, solved: bool
+) -> None:
+    """The shortcut and uniqueness verdicts from the measured columns (see `verdict`)."""
+    c = res.columns
+    answerable = bool(c["gold_correct"])
+    c["shortcut_verdict"] = verdict(shortcut_on, solved and hop_count >= 2, answerable,
+                                    c["shortcut"])  # fmt: skip
+    ambiguous = None if c["unique_answer"] is None else not c["unique_answer"]
+    c["uniqueness_verdict"] = verdict(uniqueness_on, solved, answerable, ambiguous)
 
 
 def shortcut_check(
@@ -183,8 +254,8 @@ def verifier_controls(
     jobs: list[tuple[ControlSubject, str, VerifierItem, dict]] = []
     for s in subjects:
         it = s.item
-        if shuffle is not None:
-            other = pool[shuffle[pos[it.record_id]]]
+        other = _shuffled_partner(pool, shuffle, pos[it.record_id]) if shuffle else None
+        if other is not None:
             jobs.append(
                 (s, "shuffled", replace(it, evidence=other.evidence),
                  {"evidence_record_id": other.record_id})
@@ -230,6 +301,20 @@ def verifier_controls(
             if method == vr.methods[0]:  # the run's primary method fills the curriculum columns
                 g.columns[_V_COLUMN[control]] = r.v
     return out
+
+
+def _shuffled_partner(
+    pool: Sequence[VerifierItem], shuffle: Sequence[int], k: int
+) -> VerifierItem | None:
+    """The record whose evidence item k gets: its derangement partner, or, when that record
+    has the very same evidence (two slots with one target), the next one along the cycle that
+    does not; None when every other record shares it (no shuffled control then)."""
+    j = shuffle[k]
+    for _ in range(len(pool) - 1):
+        if pool[j].evidence != pool[k].evidence:
+            return pool[j]
+        j = shuffle[j]
+    return None
 
 
 def _control_row(

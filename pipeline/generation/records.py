@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.agents.proposer import Proposal, ProposerSettings
+from pipeline.agents.proposer import Proposal, ProposerResult, ProposerSettings
 from pipeline.agents.rewards import FormatScore
 from pipeline.agents.rollout import Rollout
 from pipeline.agents.solver import SolverResult
+from pipeline.agents.targets import Target
 from pipeline.agents.verifier import VerifierResult
 from pipeline.core.contracts import build_row
 from pipeline.selector.run_plan import PlanItem
@@ -29,12 +30,10 @@ class Scored:
 
     item: PlanItem
     subgraph: dict | None
+    target: Target
     record_id: str
     title: str
-    prompt: str
-    proposal: Proposal
-    valid: bool
-    invalid_reason: str | None
+    proposed: ProposerResult
     fmt: FormatScore
     solver: SolverResult | None
     verifier: VerifierResult | None
@@ -42,7 +41,19 @@ class Scored:
     brevity: float | None
     difficulty: float | None
     reward: float
-    rollout: Rollout
+    v_threshold_quantile: float
+
+    @property
+    def proposal(self) -> Proposal:
+        return self.proposed.proposal
+
+    @property
+    def rollout(self) -> Rollout:
+        return self.proposed.rollout
+
+    @property
+    def prompt(self) -> str:
+        return self.proposed.prompt
 
 
 @dataclass(frozen=True)
@@ -52,7 +63,6 @@ class Provenance:
     run_id: str
     shard: int
     created_at: dt.datetime
-    evidence_mode: str
     model: str
     embedder_model: str
     index_fingerprint: str
@@ -64,7 +74,7 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def plan_columns(s: Scored) -> dict[str, Any]:
-    item, sg = s.item, s.subgraph
+    item, sg, t = s.item, s.subgraph, s.target
     return {
         "record_id": s.record_id,
         "slot": item.slot,
@@ -74,8 +84,19 @@ def plan_columns(s: Scored) -> dict[str, Any]:
         "task_type": item.task_type,
         "hop_count": item.hop_count,
         "subgraph_id": sg["subgraph_id"] if sg else None,
-        "kg_path": sg["target_path"] if sg else None,
-        "waypoints": sg["waypoints"] if sg else None,
+        "kg_path": t.path if sg else None,
+        "waypoints": t.waypoints if sg else None,
+    }
+
+
+def target_columns(s: Scored) -> dict[str, Any]:
+    t, pr = s.target, s.proposed
+    return {
+        "evidence_mode": "kg_path" if t.kind == "kg" else "passage_span",
+        "answer_aliases": list(t.aliases),
+        "answer_span_kind": t.span_kind,
+        "question_source": pr.question_source,
+        "question_attempts": pr.attempts,
     }
 
 
@@ -127,12 +148,13 @@ def verifier_columns(ver: VerifierResult | None) -> dict[str, Any]:
 
 def reward_columns(s: Scored) -> dict[str, Any]:
     return {
-        "is_valid": s.valid,
-        "invalid_reason": s.invalid_reason,
+        "is_valid": s.proposed.valid,
+        "invalid_reason": s.proposed.invalid_reason,
         "difficulty": s.difficulty,
         "evidence_tokens": s.evidence_tokens,
         "brevity": s.brevity,
         "proposer_reward": s.reward,
+        "v_threshold_quantile": s.v_threshold_quantile,
         "prompt": s.prompt,
     }
 
@@ -142,7 +164,6 @@ def provenance_columns(pv: Provenance) -> dict[str, Any]:
         "run_id": pv.run_id,
         "shard": pv.shard,
         "created_at": pv.created_at,
-        "evidence_mode": pv.evidence_mode,
         "proposer_model": pv.model,
         "solver_model": pv.model,
         "embedder_model": pv.embedder_model,
@@ -160,6 +181,7 @@ def curriculum_row(s: Scored, pv: Provenance, gates: Mapping[str, Any]) -> dict[
         "curriculum",
         gates,
         plan_columns(s),
+        target_columns(s),
         proposal_columns(s.proposal),
         format_columns(s.fmt, s.rollout),
         solver_columns(s.solver),

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
-from pipeline.agents.prompts import load_few_shot
+from pipeline.agents.prompts import load_few_shot, load_kg_shots
 from pipeline.catalog.store import ShardFile, Store
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.executors.base import Executor, LocalExecutor, Progress, WorkerStatus
@@ -95,6 +95,7 @@ class GenerationStep:
             run_date=self.run_date,
             embedder_model=cfg.embedding.model,  # what Embedder.from_config loads
             shots=load_few_shot(cfg.resolve_path(cfg.generation.few_shot)),
+            kg_shots=load_kg_shots(cfg.resolve_path(cfg.generation.kg_few_shot)),
             subgraphs=self.subgraphs,
             render=make_renderer(cfg),
             cluster_rows=self.cluster_rows,

@@ -12,25 +12,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from pipeline.agents.arr import ArrSettings
-from pipeline.agents.prompts import FewShot, render_path
-from pipeline.agents.proposer import (
-    Proposal,
-    ProposerSettings,
-    ProposerTask,
-    copies_example,
-    propose,
-)
-from pipeline.agents.rewards import (
-    brevity,
-    difficulty,
-    format_score,
-    proposer_reward,
-    validity,
-)
+from pipeline.agents.prompts import FewShot, KGShot
+from pipeline.agents.proposer import ProposerSettings, ProposerTask, propose
+from pipeline.agents.rewards import brevity, difficulty, format_score, proposer_reward
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
+from pipeline.agents.targets import Target, kg_targets, passage_target
 from pipeline.agents.verifier import (
     VerifierItem,
     VerifierResult,
@@ -42,9 +31,12 @@ from pipeline.agents.verifier import (
 from pipeline.catalog.store import Store
 from pipeline.core.io import utcnow
 from pipeline.generation.gates import (
+    SHORTCUT_COLUMNS,
     GateResult,
     VerifierRun,
     control_subjects,
+    gold_evidence_check,
+    set_verdicts,
     shortcut_check,
     uniqueness,
     verifier_controls,
@@ -77,6 +69,7 @@ class GenerationContext:
     run_date: dt.date
     embedder_model: str
     shots: list[FewShot] = field(default_factory=list)
+    kg_shots: list[KGShot] = field(default_factory=list)  # worked KG questions
     # KG subgraphs by id (from the kg stage), offered to the proposer when linked.
     subgraphs: dict[str, dict] = field(default_factory=dict)
     # First prompt of every call -> what the model sees (plain text or its chat template).
@@ -105,12 +98,36 @@ class ShardOutput:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _waypoints(subgraph: dict | None) -> list[list[str]]:
-    """Surface forms of the waypoints v0..v_{K-1} (labels, else ids) of a linked subgraph."""
-    if not subgraph or not subgraph.get("waypoints"):
-        return []
-    labels = {n["id"]: n.get("label") for n in subgraph["target_path"]["nodes"]}
-    return [[labels.get(w) or w] for w in subgraph["waypoints"]]
+def build_targets(
+    ctx: GenerationContext,
+    items: Sequence[PlanItem],
+    graphs: Sequence[dict | None],
+    passages: Sequence[tuple[str, str, str]],
+    rids: Sequence[str],
+) -> list[Target]:
+    """Each slot's answer and evidence before any question: the KG path's end entity where a
+    subgraph is linked (one search batch for the shard), else a span of the source passage
+    chosen by task type and a hash of the record id."""
+    kg_idx = [i for i, sg in enumerate(graphs) if sg is not None]
+    kg = kg_targets(
+        ctx.retriever,
+        [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx],
+        [graphs[i].get("answer_aliases") or [] for i in kg_idx],
+        ctx.cfg.generation.evidence_topk,
+    )
+    by_slot = dict(zip(kg_idx, kg, strict=True))
+    seen: set[tuple[str | None, str | None, str | None]] = set()
+    out = []
+    for i, it in enumerate(items):
+        t = by_slot.get(i) or passage_target(
+            passages[i], it.task_type, stable_int(rids[i], "answer")
+        )
+        key = (t.facts or t.answer, t.passage_id, t.evidence)
+        if t.posed and key in seen:  # one subgraph linked to several slots: ask it once
+            t = replace(t, reason="duplicate_target")
+        seen.add(key)
+        out.append(t)
+    return out
 
 
 def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem]) -> ShardOutput:
@@ -134,28 +151,39 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     rids = [record_id(ctx.run_id, it.slot, it.passage_id) for it in items]
 
     graphs = [ctx.subgraphs.get(it.subgraph_id) if it.subgraph_id else None for it in items]
+    targets = build_targets(ctx, items, graphs, list(zip(pids, titles, texts, strict=True)), rids)
     pro_settings = ProposerSettings(
-        evidence_mode=g.evidence_mode,
         temperature=g.proposer_temperature,
         top_p=g.proposer_top_p,
         max_tokens=g.proposer_max_tokens,
         seed=seed,
-        max_turns=g.max_turns,
-        topk=cfg.retrieval.topk,
-        max_doc_tokens=cfg.retrieval.max_tokens_per_response,
-        search=g.proposer_search,
-        force_final=g.force_final,
+        attempts=g.question_attempts,
         guided=g.guided_proposer,
+        max_answer_tokens=g.max_answer_tokens,
+        template_fallback=g.template_fallback,
     )
     pro_tasks = [
-        ProposerTask(
-            pid, t, x, it.hop_count, it.task_type, render_path(sg["target_path"]) if sg else None
-        )
-        for pid, t, x, it, sg in zip(pids, titles, texts, items, graphs, strict=True)
+        ProposerTask(pid, t, x, it.hop_count, it.task_type, tg)
+        for pid, t, x, it, tg in zip(pids, titles, texts, items, targets, strict=True)
     ]
-    proposed = propose(gen, ctx.retriever, pro_tasks, ctx.shots, pro_settings, ctx.render)
+    gold_seed = seed + 3
+
+    def answerable(pairs: Sequence[tuple[Target, str]]) -> list[bool]:
+        """Round trip: the gold-evidence check on candidate questions, sampled exactly as the
+        gate samples it, so the gate's call for the kept question is a response-cache hit."""
+        items_ = [VerifierItem(f"candidate:{k}", q, t.answer, t.evidence)
+                  for k, (t, q) in enumerate(pairs)]  # fmt: skip
+        res = gold_evidence_check(gen, items_, [t.aliases for t, _ in pairs], ctx.shots,
+                                  gates.gold_n, v.temperature, g.answer_max_tokens, gold_seed,
+                                  ctx.render)  # fmt: skip
+        return [bool(r.columns["gold_correct"]) for r in res]
+
+    proposed = propose(
+        gen, ctx.retriever, pro_tasks, ctx.shots, ctx.kg_shots, pro_settings, ctx.render,
+        gen.count_tokens, answerable if g.roundtrip else None,
+    )  # fmt: skip
     proposals = [res.proposal for res in proposed]
-    checks = [_check(p, ctx.shots) for p in proposals]
+    checks = [(res.valid, res.invalid_reason) for res in proposed]
     lap("propose", len(items))
 
     # Solver (difficulty) on every valid question; verifier on valid, verbatim ones.
@@ -169,7 +197,8 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                 proposals[i].answer,
                 proposals[i].evidence if proposals[i].evidence_status == "verbatim" else None,
                 proposals[i].evidence_passage_id,
-                _waypoints(graphs[i]),
+                [[w] for w in targets[i].waypoints],
+                targets[i].aliases,
             )
             for i in solve_idx
         ]
@@ -241,20 +270,35 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     lap("verify", len(ver_items))
     now = utcnow()
     gate_res: dict[int, GateResult] = {i: GateResult() for i in range(len(items))}
-    if gates.shortcut and solve_idx:
-        multi = [i for i in solve_idx if items[i].hop_count >= 2]
+    # Gold evidence first: the shortcut and uniqueness gates only judge records the solver
+    # can answer when handed their evidence (the others are `undetermined`).
+    gold = gold_evidence_check(
+        gen, ver_items, [targets[i].aliases for i in ver_idx], ctx.shots, gates.gold_n,
+        v.temperature, g.answer_max_tokens, gold_seed, ctx.render,
+    )  # fmt: skip
+    for i, res_i in zip(ver_idx, gold, strict=True):
+        gate_res[i] = res_i
+    lap("gold_evidence", len(ver_idx))
+    answerable = [i for i in ver_idx if gate_res[i].columns["gold_correct"]]
+    if gates.shortcut and answerable:
+        # the question's own hops: a KG sub-path's relations (a passage span is one hop)
+        multi = [i for i in answerable if targets[i].hops >= 2]
         pos = {i: k for k, i in enumerate(solve_idx)}
         shortcut = shortcut_check(
             gen, ctx.retriever, [tasks[pos[i]] for i in multi],
-            [items[i].hop_count for i in multi], ctx.shots, settings,
+            [targets[i].hops for i in multi], ctx.shots, settings,
             gates.shortcut_n, gates.shortcut_threshold, ctx.render,
         )  # fmt: skip
         for i, res_i in zip(multi, shortcut, strict=True):
-            gate_res[i] = res_i
+            gate_res[i].columns.update({k: res_i.columns[k] for k in SHORTCUT_COLUMNS})
+            gate_res[i].rollouts += res_i.rollouts
         lap("shortcut", len(multi))
     if gates.uniqueness:
         for i, sol in solved.items():
             gate_res[i].columns.update(uniqueness(sol, gates.unique_min_support))
+    for i in range(len(items)):
+        set_verdicts(gate_res[i], gates.shortcut, gates.uniqueness, targets[i].hops,
+                     i in solved)  # fmt: skip
     if gates.controls and ver_items:
         # the record's own method first: it fills the curriculum's v_* columns
         order = (v.method, "mc", "teacher_forced", "teacher_forced_pmi")
@@ -284,7 +328,6 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         run_id=ctx.run_id,
         shard=shard,
         created_at=now,
-        evidence_mode=g.evidence_mode,
         model=ctx.generator.model_id,
         embedder_model=ctx.embedder_model,
         index_fingerprint=ctx.retriever.fingerprint,
@@ -292,7 +335,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     )
     curriculum, pro_rows, rollouts, samples, segments, turns = [], [], [], [], [], []
     for i, p in enumerate(proposals):
-        ok, reason = checks[i]
+        ok = checks[i][0]
         roll = proposed[i].rollout
         # Σ for F_ans: the source document and every tool response the proposer received.
         context = texts[i] + "\n" + roll.transcript
@@ -323,8 +366,8 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
             r.lambda_b,
         )
         scored = Scored(
-            items[i], graphs[i], rids[i], titles[i], proposed[i].prompt, p, ok, reason, fmt,
-            sol, ver, ev_tokens, b, r_dz, reward, roll,
+            items[i], graphs[i], targets[i], rids[i], titles[i], proposed[i], fmt,
+            sol, ver, ev_tokens, b, r_dz, reward, gates.v_quantile,
         )  # fmt: skip
         curriculum.append(curriculum_row(scored, provenance, gate_res[i].columns))
         pro_rows.append(proposer_row(scored, pro_settings, ctx.run_id, now))
@@ -391,11 +434,3 @@ def rows_by_cluster(items: Sequence[PlanItem]) -> dict[int, list[int]]:
         if it.passage_row not in out[it.cluster_id]:
             out[it.cluster_id].append(it.passage_row)
     return out
-
-
-def _check(p: Proposal, shots: list[FewShot]) -> tuple[bool, str | None]:
-    """The paper's validity filter, plus rejecting copies of our own few-shot examples."""
-    ok, reason = validity(p.question, p.answer)
-    if ok and copies_example(p.question, shots):
-        return False, "copies_few_shot_example"
-    return ok, reason

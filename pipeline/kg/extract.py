@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import (
@@ -143,6 +144,22 @@ class ExtractResult:
 
     def read_subgraphs(self) -> pa.Table:
         return read_shard(self.subgraphs_path, "subgraphs")
+
+    def subgraphs_for_generation(self) -> list[dict]:
+        """Subgraph rows with `answer_aliases`: the answer item's aliases from the entities
+        table (read for those items only), so a passage that writes the answer another way
+        still supports it."""
+        graphs = self.read_subgraphs().to_pylist()
+        qids = sorted({g["answer_qid"] for g in graphs if g["answer_qid"]})
+        rows = (
+            pq.read_table(
+                self.entities_path, columns=["qid", "aliases"], filters=[("qid", "in", qids)]
+            ).to_pylist()
+            if qids
+            else []
+        )
+        aliases = {r["qid"]: r["aliases"] or [] for r in rows}
+        return [{**g, "answer_aliases": aliases.get(g["answer_qid"], [])} for g in graphs]
 
     @classmethod
     def load(cls, out: Path, key: str, ingest_dir: Path, entities_path: Path) -> ExtractResult:

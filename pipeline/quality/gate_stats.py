@@ -34,6 +34,20 @@ def is_shortcut(
     return max(accs) >= threshold
 
 
+def verdict(enabled: bool, applies: bool, answerable: bool, failed: bool | None) -> str:
+    """One gate's verdict for one record: `off` (switched off), `not_applicable` (e.g. the
+    shortcut gate on a one-hop record), `undetermined` (no rollout answered correctly even
+    with the gold evidence, so a failure to answer proves nothing), else `fail` or `pass`. A
+    gate never passes a record because nothing could be measured."""
+    if not enabled:
+        return "off"
+    if not applies:
+        return "not_applicable"
+    if not answerable or failed is None:
+        return "undetermined"
+    return "fail" if failed else "pass"
+
+
 def answer_candidates(
     predictions: Sequence[str | None],
     supported: Sequence[bool | None],

@@ -1,0 +1,415 @@
+"""Answer first: what a record asks for is decided before the LLM writes a word.
+
+KG tasks take the answer from the graph (KG-paths): the end entity of the subgraph's target
+path, in any of its surface forms (label, aliases, or the formatted variants of a date or a
+quantity). The evidence is a verbatim sentence of a passage -- the source, the final hop's
+subject's own passages, or what a search for the final hop retrieves -- that contains the answer
+and names the final hop's subject, so it supports the hop that decides the answer. Passage
+tasks take a span of the source passage (a date, a number or a name, by task type) as the
+answer and its sentence as the evidence. The LLM then only words the question.
+
+A task whose answer no passage supports is not posed (`Target.reason` says why), and counted.
+All functions here are pure except `kg_targets`, which batches one retriever search.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pipeline.agents.evidence import Span, sentences
+from pipeline.agents.prompts import render_path
+from pipeline.agents.rewards import normalize
+
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+_MONTH = "(?:" + "|".join(_MONTHS) + ")"
+# Abbreviations as passages write units; the KG renders the unit's English label.
+UNIT_FORMS = {
+    "square kilometre": ("square kilometres", "km2", "km²", "sq km"),
+    "square metre": ("square metres", "m2", "m²"),
+    "kilometre": ("kilometres", "km"),
+    "metre": ("metres", "m"),
+    "centimetre": ("centimetres", "cm"),
+    "kilogram": ("kilograms", "kg"),
+    "minute": ("minutes", "min"),
+    "second": ("seconds", "s"),
+    "year": ("years",),
+    "United States dollar": ("US dollars", "dollars", "USD"),
+    "euro": ("euros", "EUR"),
+    "pound sterling": ("pounds", "GBP"),
+    "degree Celsius": ("°C", "degrees Celsius"),
+}
+_TIME_ID = re.compile(r"^time:([+-]?)(\d+)-(\d\d)-(\d\d)T[^/]*(?:/(\d+))?$")
+_QUANTITY_ID = re.compile(r"^quantity:([+-]?[\d.]+)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one record asks for, fixed before the question is written (None fields and a
+    `reason` when nothing supports it)."""
+
+    kind: str  # kg | passage
+    answer: str | None = None  # the surface form as the evidence writes it
+    aliases: tuple[str, ...] = ()  # every accepted form, the answer first
+    evidence: str | None = None
+    passage_id: str | None = None
+    start: int | None = None
+    end: int | None = None
+    answer_at: int | None = None  # offset of the answer inside the evidence
+    source: str = "none"  # source | retrieved | none
+    subject: str = ""  # what the question must name: the path's start entity or the title
+    facts: str | None = None  # the (sub-)path the question follows, rendered
+    path: dict | None = None  # that sub-path: {"nodes": [...], "relations": [...]}
+    waypoints: list[str] = field(default_factory=list)  # labels of v_0 .. v_{h-1}
+    span_kind: str | None = None  # date | number | name (passage tasks)
+    answer_kind: str = "name"  # date | number | person | place | name: what the question asks
+    # not posed: no_supporting_passage | no_answer_span | many_valued_relation |
+    # duplicate_target (the shard asks for the same answer and evidence already)
+    reason: str | None = None
+
+    @property
+    def posed(self) -> bool:
+        return self.reason is None
+
+    @property
+    def hops(self) -> int:
+        """The question's own hops: its KG sub-path's relations; a passage span is one."""
+        return len(self.path["relations"]) if self.path and self.kind == "kg" else 1
+
+
+# ---- surface forms ------------------------------------------------------------------------
+
+
+def date_forms(node_id: str, label: str) -> list[str]:
+    """'time:+1949-05-23T00:00:00Z/11' -> 23 May 1949, May 23, 1949, May 1949, 1949: the
+    exact value first, then coarser ones a passage may write instead."""
+    m = _TIME_ID.match(node_id)
+    if not m:
+        return [label]
+    sign, year, month, day, prec = m.groups()
+    y, mo, d = int(year), int(month), int(day)
+    p = int(prec) if prec else 9
+    era = " BC" if sign == "-" else ""
+    out = [label]
+    if p >= 11 and mo and d:
+        out += [f"{d} {_MONTHS[mo - 1]} {y}{era}", f"{_MONTHS[mo - 1]} {d}, {y}{era}"]
+    if p >= 10 and mo:
+        out.append(f"{_MONTHS[mo - 1]} {y}{era}")
+    if p >= 9:
+        out.append(f"{y}{era}")
+    return list(dict.fromkeys(out))
+
+
+def quantity_forms(node_id: str, label: str) -> list[str]:
+    """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047."""
+    m = _QUANTITY_ID.match(node_id)
+    amount = m.group(1).lstrip("+") if m else label.split(" ")[0].replace(",", "")
+    unit = label.partition(" ")[2]
+    try:
+        num = float(amount)
+    except ValueError:
+        return [label]
+    plain = f"{int(num)}" if num.is_integer() else amount
+    grouped = f"{int(num):,}" if num.is_integer() else amount
+    numbers = list(dict.fromkeys([grouped, plain]))
+    out = [label]
+    for n in numbers:
+        out += [f"{n} {u}" for u in (unit, *UNIT_FORMS.get(unit, ())) if u]
+    out += numbers
+    return list(dict.fromkeys(out))
+
+
+def entity_forms(label: str, aliases: Sequence[str] = ()) -> list[str]:
+    """The label, the label without a disambiguation '(...)', then the aliases."""
+    base = re.sub(r"\s*\([^)]*\)$", "", label).strip()
+    return [f for f in dict.fromkeys([label, base, *aliases]) if f and normalize(f)]
+
+
+def answer_kind(node: dict, answer_type: str | None = None) -> str:
+    """What an end node's question asks for: a date, a number, a person, a place, a name."""
+    if node["id"].startswith("time:"):
+        return "date"
+    if node["id"].startswith("quantity:"):
+        return "number"
+    return {"Person": "person", "Location": "place"}.get(answer_type or "", "name")
+
+
+def answer_forms(node: dict, aliases: Sequence[str] = ()) -> list[str]:
+    """Every accepted surface form of a path's end node (id, label)."""
+    nid, label = node["id"], node.get("label") or node["id"]
+    if nid.startswith("time:"):
+        return date_forms(nid, label)
+    if nid.startswith("quantity:"):
+        return quantity_forms(nid, label)
+    return entity_forms(label, aliases)
+
+
+def find_form(text: str, forms: Sequence[str]) -> tuple[int, int] | None:
+    """The first (leftmost, then longest) occurrence of any form on word boundaries; case is
+    ignored for names, never for digits."""
+    best: tuple[int, int] | None = None
+    for f in forms:
+        for m in re.finditer(rf"(?<![\w]){re.escape(f)}(?![\w])", text, re.I):
+            key = (m.start(), -(m.end() - m.start()))
+            if best is None or key < (best[0], -(best[1] - best[0])):
+                best = (m.start(), m.end())
+            break
+    return best
+
+
+def _sentence_at(text: str, pos: int) -> Span | None:
+    return next((s for s in sentences(text) if s.start <= pos < s.end), None)
+
+
+# ---- KG tasks -----------------------------------------------------------------------------
+
+
+# Wikidata properties an entity commonly holds several values of (borders, members, awards,
+# rivers it lies on, ...): "the country that borders Switzerland" names no single country, so
+# a question may not chain through them, nor ask for their value.
+MANY_VALUED = frozenset(
+    {
+        "P47",  # shares border with
+        "P150",  # contains the administrative territorial entity
+        "P463",  # member of
+        "P166",  # award received
+        "P527",  # has part(s)
+        "P206",  # located in or next to body of water
+        "P1376",  # capital of
+        "P27",  # country of citizenship
+        "P106",  # occupation
+        "P69",  # educated at
+        "P108",  # employer
+        "P800",  # notable work
+        "P190",  # twinned administrative body
+        "P26",  # spouse
+        "P40",  # child
+        "P1344",  # participant in
+        "P793",  # significant event
+        "P361",  # part of
+        "P31",  # instance of
+        "P279",  # subclass of
+    }
+)
+
+
+def sub_path(path: dict, hops: int) -> dict | None:
+    """The last `hops` relations of a path (at least 1, at most all), shortened so that no
+    relation on it is many-valued: an h-hop question starts h nodes before the answer and
+    every hop names one thing. None when the final hop itself is many-valued."""
+    rels = path["relations"]
+    k = len(rels)
+    h = 0
+    while h < max(1, min(hops, k)) and rels[k - h - 1]["id"] not in MANY_VALUED:
+        h += 1
+    if h == 0:
+        return None
+    return {"nodes": path["nodes"][k - h :], "relations": rels[k - h :]}
+
+
+def support_in(
+    passage: tuple[str, str, str], forms: Sequence[str], subject_forms: Sequence[str]
+) -> tuple[Span, int, int] | None:
+    """(sentence, answer start, answer end) when the passage (id, title, text) states the
+    answer and names the final hop's subject: in the same sentence, or the passage is the
+    subject's own article (its title). None otherwise."""
+    _, title, text = passage
+    own_article = any(normalize(title) == normalize(s) for s in subject_forms)
+    fallback = None
+    for s in sentences(text):
+        hit = find_form(s.text, forms)
+        if hit is None:
+            continue
+        a0, a1 = s.start + hit[0], s.start + hit[1]
+        rest = s.text[: hit[0]] + " " + s.text[hit[1] :]
+        if find_form(rest, subject_forms) is not None:
+            return s, a0, a1
+        if own_article and fallback is None:
+            fallback = (s, a0, a1)
+    return fallback
+
+
+def kg_targets(
+    retriever,
+    items: Sequence[tuple[dict, int, tuple[str, str, str]]],
+    aliases: Sequence[Sequence[str]],
+    k: int,
+) -> list[Target]:
+    """One Target per (subgraph, hop count, source passage), searching for support with one
+    batched query per task ("<final-hop subject> <relation> <answer>").
+
+    Candidates in order: the source passage, then the retrieved passages; the first that
+    supports the final hop gives the evidence."""
+    subs = [sub_path(sg["target_path"], h) for sg, h, _ in items]
+    asked = [i for i, sp in enumerate(subs) if sp is not None]
+    queries = []
+    for i in asked:
+        sp = subs[i]
+        subj, rel, ans = sp["nodes"][-2], sp["relations"][-1], sp["nodes"][-1]
+        queries.append(" ".join(x.get("label") or x["id"] for x in (subj, rel, ans)))
+    found_by = dict(zip(asked, retriever.search(queries, k) if queries else [], strict=True))
+    out = []
+    for i, ((sg, _, source), sp, al) in enumerate(zip(items, subs, aliases, strict=True)):
+        if sp is None:
+            out.append(Target(kind="kg", path=sg["target_path"], reason="many_valued_relation"))
+            continue
+        found = found_by[i]
+        nodes = sp["nodes"]
+        forms = answer_forms(nodes[-1], al)
+        subject_forms = entity_forms(nodes[-2].get("label") or nodes[-2]["id"])
+        base = {
+            "kind": "kg",
+            "answer_kind": answer_kind(nodes[-1], sg.get("answer_type")),
+            "subject": nodes[0].get("label") or nodes[0]["id"],
+            "facts": render_path(sp),
+            "path": sp,
+            "waypoints": [n.get("label") or n["id"] for n in nodes[:-1]],
+        }
+        cands = [(source, "source")] + [((h.id, h.title, h.text), "retrieved") for h in found]
+        target = Target(**base, aliases=tuple(forms), reason="no_supporting_passage")
+        for passage, where in cands:
+            sup = support_in(passage, forms, subject_forms)
+            if sup is None:
+                continue
+            sent, a0, a1 = sup
+            answer = passage[2][a0:a1]
+            accepted = tuple(dict.fromkeys([answer, *forms]))
+            target = Target(
+                **base, answer=answer, aliases=accepted, evidence=sent.text,
+                passage_id=passage[0], start=sent.start, end=sent.end, source=where,
+                answer_at=a0 - sent.start,
+            )  # fmt: skip
+            break
+        out.append(target)
+    return out
+
+
+# ---- passage tasks ------------------------------------------------------------------------
+
+_DATE_RE = re.compile(
+    rf"\b(?:\d{{1,2}} {_MONTH} \d{{3,4}}|{_MONTH} \d{{1,2}}, \d{{3,4}}|{_MONTH} \d{{3,4}}"
+    r"|(?:1[0-9]|20)\d\d(?:s)?)\b"
+)
+_NUMBER_RE = re.compile(
+    r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?: (?:million|billion|thousand|hundred))?"
+    r"(?: (?:square )?[a-z]+metres?| km| kg| per cent| percent|%)?(?![\w])"
+)
+_NAME_RE = re.compile(r"\b[A-Z][\w'’-]+(?:\s+(?:of|de|von|the)?\s*[A-Z][\w'’-]+)*")
+_NAME_STOP = frozenset(
+    [
+        "The",
+        "A",
+        "An",
+        "It",
+        "He",
+        "She",
+        "They",
+        "This",
+        "These",
+        "Those",
+        "In",
+        "On",
+        "At",
+        "By",
+        "For",
+        "From",
+        "During",
+        "After",
+        "Before",
+        "When",
+        "While",
+        "However",
+        "Its",
+        "His",
+        "Her",
+        "Their",
+        "There",
+        "Today",
+        "Later",
+    ]
+)
+# Which span kinds each task type asks for, in order of preference.
+SPAN_PREFERENCE = {
+    "temporal": ("date", "number", "name"),
+    "aggregation": ("number", "date", "name"),
+    "factual": ("name", "date", "number"),
+    "comparison": ("name", "number", "date"),
+    "causal": ("name", "date", "number"),
+}
+
+
+def answer_spans(text: str, title: str) -> dict[str, list[tuple[int, int]]]:
+    """Candidate answers of a passage as offsets, by kind: dates (and years), numbers (not
+    years) and names (capitalised runs, not the title's own words, not a lone sentence
+    opener)."""
+    dates = [(m.start(), m.end()) for m in _DATE_RE.finditer(text)]
+    in_date = {i for a, b in dates for i in range(a, b)}
+    numbers = [
+        (m.start(), m.end())
+        for m in _NUMBER_RE.finditer(text)
+        if m.start() not in in_date and not re.fullmatch(r"\d", m.group(0))
+    ]
+    title_words = {w for w in normalize(title).split() if len(w) >= 4}
+    starts = {s.start for s in sentences(text)}
+    multi, single = [], []
+    for m in _NAME_RE.finditer(text):
+        words = m.group(0).split()
+        start = m.start()
+        while words and words[0] in _NAME_STOP:
+            start = text.index(words[1], start + len(words[0])) if len(words) > 1 else start
+            words = words[1:]
+        words = [w.removesuffix("'s").removesuffix("’s") for w in words]
+        if not words or any(_MONTH_WORD.fullmatch(w) for w in words):
+            continue
+        span = " ".join(words)
+        if not text.startswith(span, start) or set(normalize(span).split()) & title_words:
+            continue  # the passage's own subject is what the question names, not its answer
+        end = start + len(span)
+        if len(words) > 1:
+            multi.append((start, end))
+        elif start not in starts and len(span) >= 4 and not text.startswith(".", end):
+            single.append((start, end))  # not a capitalised sentence opener, not "Sgt."
+    names = multi or single
+    return {"date": dates, "number": numbers, "name": names}
+
+
+_MONTH_WORD = re.compile(_MONTH)
+
+
+def passage_target(
+    passage: tuple[str, str, str], task_type: str, pick: int, subject: str | None = None
+) -> Target:
+    """A span of the source passage as the answer, its sentence as the evidence; the kind
+    follows the task type, and `pick` (a hash of the record id) chooses among its spans."""
+    pid, title, text = passage
+    spans = answer_spans(text, title)
+    for kind in SPAN_PREFERENCE.get(task_type, ("name", "date", "number")):
+        cands = spans[kind]
+        while cands:
+            a0, a1 = cands[pick % len(cands)]
+            sent = _sentence_at(text, a0)
+            if sent is not None and a1 <= sent.end:
+                answer = text[a0:a1]
+                return Target(
+                    kind="passage", answer=answer, aliases=(answer,), evidence=sent.text,
+                    passage_id=pid, start=sent.start, end=sent.end, source="source",
+                    answer_at=a0 - sent.start,
+                    subject=subject or re.sub(r"\s*\([^)]*\)$", "", title), span_kind=kind,
+                    answer_kind=kind,
+                )  # fmt: skip
+            cands = [c for c in cands if c != (a0, a1)]
+    return Target(kind="passage", subject=title, reason="no_answer_span")
