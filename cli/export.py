@@ -34,9 +34,10 @@ def export_command(
         typer.Option(
             "--where",
             "-w",
-            help="SQL boolean expression over the curriculum view; '' exports every record.",
+            help="SQL boolean expression over the curriculum_verdicts view (default: the "
+            "accepted records); '' exports every record.",
         ),
-    ] = "is_valid AND is_verbatim",
+    ] = "accepted",
     run_ids: Annotated[
         list[str] | None,
         typer.Option("--run-id", "-r", help="Export only this run (repeatable; default all)."),
@@ -90,6 +91,14 @@ def export_command(
             "(gates.uniqueness; left out by default).",
         ),
     ] = False,
+    include_undetermined: Annotated[
+        bool,
+        typer.Option(
+            "--include-undetermined",
+            help="Keep records the shortcut or uniqueness gate could not judge (no answer was "
+            "correct even with the gold evidence; left out by default).",
+        ),
+    ] = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
@@ -118,6 +127,7 @@ def export_command(
             include_contaminated=include_contaminated,
             include_shortcuts=include_shortcuts,
             include_ambiguous=include_ambiguous,
+            include_undetermined=include_undetermined,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)

@@ -130,10 +130,12 @@ def nightly_command(
     mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
     typer.echo(
         f"\nrun {s.run_id} ({cfg.profile}): {s.records} records, {s.valid} valid, "
-        f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}"
+        f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}, "
+        f"{s.accepted} accepted"
     )
     typer.echo(f"DuckDB catalog: {s.catalog}")
     typer.echo('  query it: .venv/bin/curriculum sql "SELECT * FROM funnel"')
+    typer.echo("  export it: .venv/bin/curriculum export OUT_DIR   (the accepted records)")
     typer.echo("  audit it: .venv/bin/curriculum audit evidence   (curriculum audit list)")
     if s.report:
         typer.echo(f"run report: {s.report}")

@@ -47,8 +47,8 @@ def report(
     f = rep.funnel
     typer.echo(
         f"run {run_id} ({rep.status}): {f['generated']} generated, {f['valid']} valid, "
-        f"{f['verbatim']} valid+verbatim, {f['v_positive']} with V > 0, "
-        f"{f['not_contaminated']} of them not contaminated"
+        f"{f['verbatim']} valid+verbatim, {f['above_v_threshold']} above the V threshold, "
+        f"{f['accepted']} accepted"
     )
     typer.echo(f"run report: {rep.markdown_path}")
     typer.echo(f"  plots: {', '.join(p.name for p in rep.plots.values())} in {rep.dir}")

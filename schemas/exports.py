@@ -47,6 +47,14 @@ QUALITY_COLUMNS = (
     "one_search_accuracy",
     "unique_answer",
     "answer_candidates",
+    # grounded curriculum: gate verdicts, the run's V bar, the one definition of accepted
+    "answer_aliases",
+    "shortcut_verdict",
+    "uniqueness_verdict",
+    "gold_n",
+    "v_threshold",
+    "rejected_by",
+    "accepted",
 )
 
 # Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a

@@ -2,6 +2,33 @@
 -- rejects, runs, passages) that the store creates from the committed shards.
 -- Executed on every catalog refresh; every statement must be idempotent.
 
+-- Norm of pipeline.agents.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
+-- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
+-- Python specifics mirrored: 'İ' lowercases to 'i' + combining dot, a word-final capital sigma
+-- to 'ς'; a word character is a letter, digit or '_' (Python's \w, not RE2's ASCII \b); the
+-- article pass runs twice because a match consumes the separator the next article needs;
+-- whitespace is everything str.split() splits on (RE2's \s lacks e.g. NBSP and U+3000).
+-- Not mirrored: case-ignorable characters between a letter and a final sigma ("Α'Σ").
+CREATE OR REPLACE MACRO norm_articles(s) AS
+    regexp_replace(s, '(^|[^\pL\pN_])(a|an|the)([^\pL\pN_]|$)', '\1 \3', 'g');
+
+CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
+    norm_articles(norm_articles(translate(
+        lower(replace(
+            regexp_replace(
+                coalesce(s, ''),
+                '([\p{Lu}\p{Ll}\p{Lt}])Σ([^\p{Lu}\p{Ll}\p{Lt}]|$)', '\1ς\2', 'g'
+            ),
+            'İ', 'i̇'
+        )),
+        '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~‘’“”–—',
+        ''
+    ))),
+    '[\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+',
+    ' ',
+    'g'
+));
+
 -- Records an auditor usually wants: valid, verbatim evidence, with its verifier score.
 CREATE OR REPLACE VIEW curriculum_valid AS
 SELECT * FROM curriculum WHERE is_valid AND is_verbatim;
@@ -74,31 +101,151 @@ SELECT
     ) AS runs_unchecked
 FROM benchmark_checks b;
 
--- Validity funnel per run: generated -> valid -> verbatim -> V > 0 -> not contaminated (by the
--- benchmarks checked so far: equal to v_positive until `curriculum quality decontaminate` runs)
--- -> not shortcut (gates.shortcut; NULL = not checked counts as passing) -> unique answer
--- (gates.uniqueness; NULL likewise). Each stage counts the records that pass it and all before.
+-- The verifier bar of each run (gates.v_quantile): the nearest-rank quantile of the V that
+-- the run's own shuffled and off-topic controls get under the run's verifier method. A record
+-- is accepted only when its V exceeds it: V > 0 admits what the controls show is noise. A run
+-- without control scores (gates.controls off) falls back to V > 0 and says so in `source`.
+CREATE OR REPLACE VIEW verifier_thresholds AS
+WITH runs_q AS (
+    SELECT
+        run_id,
+        any_value(v_threshold_quantile) AS quantile,
+        any_value(verifier_method) FILTER (WHERE verifier_method IS NOT NULL) AS method
+    FROM curriculum
+    GROUP BY run_id
+),
+ctl AS (
+    SELECT
+        c.run_id, c.v, q.quantile,
+        row_number() OVER (PARTITION BY c.run_id ORDER BY c.v) AS rn,
+        count(*) OVER (PARTITION BY c.run_id) AS n
+    FROM control_scores c
+    JOIN runs_q q ON q.run_id = c.run_id AND c.method = q.method
+    WHERE c.control IN ('shuffled', 'off_topic')
+),
+thr AS (
+    SELECT
+        run_id,
+        any_value(n) AS controls,
+        min(v) FILTER (WHERE rn >= greatest(1, ceil(quantile * n))) AS v_threshold,
+        avg(v) AS mean_control_v
+    FROM ctl
+    GROUP BY run_id
+)
+SELECT
+    q.run_id,
+    q.method,
+    q.quantile,
+    coalesce(t.controls, 0) AS control_scores,
+    t.mean_control_v,
+    coalesce(t.v_threshold, 0.0) AS v_threshold,
+    CASE WHEN t.v_threshold IS NULL THEN 'none: no control scores, V > 0'
+         ELSE 'controls: shuffled + off_topic' END AS source
+FROM runs_q q
+LEFT JOIN thr t ON t.run_id = q.run_id;
+
+-- Every record with the verdict of every stage and the first stage it fails (`rejected_by`,
+-- NULL when accepted). One definition of "accepted", read by the funnel, the run's summary
+-- line, the report and the export's default selection: valid, verbatim evidence, V above the
+-- run's control threshold, not contaminated, shortcut and uniqueness gates passed (not
+-- undetermined; `off` or `not_applicable` pass), and the best record of its exact and
+-- near-duplicate question group among the records that pass everything else.
+CREATE OR REPLACE VIEW curriculum_verdicts AS
+WITH staged AS (
+    SELECT
+        q.*,
+        t.v_threshold,
+        CASE
+            WHEN NOT q.is_valid THEN coalesce(q.invalid_reason, 'invalid')
+            WHEN NOT q.is_verbatim THEN 'no_verbatim_evidence'
+            WHEN q.verifier_v IS NULL OR q.verifier_v <= t.v_threshold THEN 'below_v_threshold'
+            WHEN q.contaminated THEN 'contaminated'
+            WHEN q.shortcut_verdict = 'fail' THEN 'shortcut'
+            WHEN q.shortcut_verdict = 'undetermined' THEN 'shortcut_undetermined'
+            WHEN q.uniqueness_verdict = 'fail' THEN 'ambiguous'
+            WHEN q.uniqueness_verdict = 'undetermined' THEN 'uniqueness_undetermined'
+        END AS gate_rejection
+    FROM curriculum_quality q
+    LEFT JOIN verifier_thresholds t ON t.run_id = q.run_id
+),
+ranked AS (
+    SELECT
+        *,
+        row_number() OVER question_group AS question_rank,
+        first_value(record_id) OVER question_group AS question_best,
+        row_number() OVER cluster_group AS cluster_rank,
+        first_value(record_id) OVER cluster_group AS cluster_best
+    FROM staged
+    WINDOW
+        question_group AS (
+            PARTITION BY gate_rejection IS NULL, norm(question)
+            ORDER BY verifier_v DESC NULLS LAST, record_id
+        ),
+        cluster_group AS (
+            PARTITION BY gate_rejection IS NULL, coalesce(duplicate_cluster_id::VARCHAR, record_id)
+            ORDER BY verifier_v DESC NULLS LAST, record_id
+        )
+)
+SELECT
+    * EXCLUDE (gate_rejection, question_rank, cluster_rank, question_best, cluster_best),
+    coalesce(
+        gate_rejection,
+        CASE WHEN question_rank > 1 THEN 'duplicate_question'
+             WHEN cluster_rank > 1 THEN 'near_duplicate' END
+    ) AS rejected_by,
+    CASE WHEN gate_rejection IS NOT NULL THEN NULL
+         WHEN question_rank > 1 THEN question_best
+         WHEN cluster_rank > 1 THEN cluster_best END AS duplicate_of,
+    gate_rejection IS NULL AND question_rank = 1 AND cluster_rank = 1 AS accepted
+FROM ranked;
+
+-- What the export ships by default (`curriculum export` without --where).
+CREATE OR REPLACE VIEW accepted AS
+SELECT * FROM curriculum_verdicts WHERE accepted;
+
+-- Funnel per run: each stage counts the records that pass it and every stage before it, in
+-- the order of `curriculum_verdicts.rejected_by`; `*_undetermined` count the records a gate
+-- could not judge (no gold-evidence answer was correct), which are not accepted.
 CREATE OR REPLACE VIEW funnel AS
+WITH r AS (
+    SELECT
+        run_id, rejected_by, accepted, verifier_v, proposer_reward, v_threshold,
+        invalid_reason, question_source,
+        CASE
+            WHEN rejected_by IS NULL THEN 99
+            WHEN rejected_by IN ('no_supporting_passage', 'no_answer_span',
+                                 'many_valued_relation', 'duplicate_target') THEN 0
+            WHEN NOT is_valid THEN 1
+            WHEN rejected_by = 'no_verbatim_evidence' THEN 2
+            WHEN rejected_by = 'below_v_threshold' THEN 3
+            WHEN rejected_by = 'contaminated' THEN 4
+            WHEN rejected_by IN ('shortcut', 'shortcut_undetermined') THEN 5
+            WHEN rejected_by IN ('ambiguous', 'uniqueness_undetermined') THEN 6
+            ELSE 7
+        END AS reached
+    FROM curriculum_verdicts
+)
 SELECT
     run_id,
     count(*) AS generated,
-    count(*) FILTER (WHERE is_valid) AS valid,
-    count(*) FILTER (WHERE is_valid AND is_verbatim) AS verbatim,
-    count(*) FILTER (WHERE is_valid AND is_verbatim AND verifier_v > 0) AS v_positive,
-    count(*) FILTER (
-        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
-    ) AS not_contaminated,
-    count(*) FILTER (
-        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
-          AND NOT coalesce(shortcut, false)
-    ) AS not_shortcut,
-    count(*) FILTER (
-        WHERE is_valid AND is_verbatim AND verifier_v > 0 AND NOT contaminated
-          AND NOT coalesce(shortcut, false) AND coalesce(unique_answer, true)
-    ) AS unique_answer,
+    count(*) FILTER (WHERE reached >= 1) AS posed,
+    count(*) FILTER (WHERE reached >= 2) AS valid,
+    count(*) FILTER (WHERE reached >= 3) AS verbatim,
+    count(*) FILTER (WHERE reached >= 4) AS above_v_threshold,
+    count(*) FILTER (WHERE reached >= 5) AS not_contaminated,
+    count(*) FILTER (WHERE reached >= 6) AS not_shortcut,
+    count(*) FILTER (WHERE reached >= 7) AS unique_answer,
+    count(*) FILTER (WHERE accepted) AS accepted,
+    count(*) FILTER (WHERE rejected_by = 'shortcut_undetermined') AS shortcut_undetermined,
+    count(*) FILTER (WHERE rejected_by = 'uniqueness_undetermined') AS uniqueness_undetermined,
+    count(*) FILTER (WHERE rejected_by IN ('duplicate_question', 'near_duplicate'))
+        AS duplicates,
+    count(*) FILTER (WHERE question_source = 'template') AS template_questions,
+    any_value(v_threshold) AS v_threshold,
     avg(verifier_v) AS mean_v,
+    avg(verifier_v) FILTER (WHERE accepted) AS mean_v_accepted,
     avg(proposer_reward) AS mean_proposer_reward
-FROM curriculum_quality
+FROM r
 GROUP BY run_id;
 
 -- Verifier controls (gates.controls) per run and verifier method: mean V with the real
@@ -279,33 +426,6 @@ GROUP BY record_id, run_id;
 -- only reads the base views the store always creates: curriculum, solver_rollouts,
 -- verifier_samples, evalact_segments, arr_turns, proposer_rollouts, rejects, runs, passages.
 
--- Norm of pipeline.agents.rewards.normalize, in SQL: lowercase, strip punctuation (ASCII plus curly
--- quotes and dashes), drop the articles a / an / the as whole words, collapse whitespace.
--- Python specifics mirrored: 'İ' lowercases to 'i' + combining dot, a word-final capital sigma
--- to 'ς'; a word character is a letter, digit or '_' (Python's \w, not RE2's ASCII \b); the
--- article pass runs twice because a match consumes the separator the next article needs;
--- whitespace is everything str.split() splits on (RE2's \s lacks e.g. NBSP and U+3000).
--- Not mirrored: case-ignorable characters between a letter and a final sigma ("Α'Σ").
-CREATE OR REPLACE MACRO norm_articles(s) AS
-    regexp_replace(s, '(^|[^\pL\pN_])(a|an|the)([^\pL\pN_]|$)', '\1 \3', 'g');
-
-CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
-    norm_articles(norm_articles(translate(
-        lower(replace(
-            regexp_replace(
-                coalesce(s, ''),
-                '([\p{Lu}\p{Ll}\p{Lt}])Σ([^\p{Lu}\p{Ll}\p{Lt}]|$)', '\1ς\2', 'g'
-            ),
-            'İ', 'i̇'
-        )),
-        '!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~‘’“”–—',
-        ''
-    ))),
-    '[\t\n\x{0b}\x{0c}\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+',
-    ' ',
-    'g'
-));
-
 -- Norm(answer) is a non-empty word sequence inside Norm(question) (pipeline.agents.rewards.contains).
 CREATE OR REPLACE MACRO answer_leaks(question, answer) AS
     norm(answer) <> '' AND contains(' ' || norm(question) || ' ', ' ' || norm(answer) || ' ');
@@ -383,7 +503,7 @@ SELECT
     count(*) AS records,
     count(*) FILTER (WHERE is_valid) AS valid,
     count(*) FILTER (WHERE is_valid AND is_verbatim) AS verbatim,
-    count(*) FILTER (WHERE is_valid AND is_verbatim AND verifier_v > 0) AS v_positive,
+    count(*) FILTER (WHERE accepted) AS accepted,
     avg(is_valid::DOUBLE) AS valid_rate,
     avg((is_valid AND is_verbatim)::DOUBLE) AS verbatim_rate,
     avg(verifier_v) AS mean_v,
@@ -391,7 +511,7 @@ SELECT
     avg(difficulty) AS mean_difficulty,
     sum(solver_k)::DOUBLE / nullif(sum(solver_n), 0) AS solver_accuracy,
     avg(wcr_coverage_mean) AS mean_wcr_coverage
-FROM curriculum
+FROM curriculum_verdicts
 GROUP BY GROUPING SETS ((run_id, cluster_id), (run_id, task_type), (run_id, hop_count));
 
 CREATE OR REPLACE VIEW cluster_summary AS

@@ -153,17 +153,20 @@ AUDITS: dict[str, Audit] = {
         ),
         Audit(
             "funnel",
-            "Generated -> valid -> valid+verbatim -> V > 0 -> not contaminated -> not shortcut "
-            "-> unique answer per run, with the rates.",
+            "Generated -> posed -> valid -> valid+verbatim -> V above the controls' threshold -> "
+            "not contaminated -> shortcut gate -> uniqueness gate -> accepted per run, with the "
+            "rates and the gates' undetermined counts.",
             [
                 (
                     "funnel",
                     f"""
-                    SELECT run_id, generated, valid, verbatim, v_positive, not_contaminated,
-                           not_shortcut, unique_answer,
+                    SELECT run_id, generated, posed, valid, verbatim, above_v_threshold,
+                           not_contaminated, not_shortcut, unique_answer, accepted,
+                           shortcut_undetermined, uniqueness_undetermined,
+                           round(v_threshold, 3) AS v_threshold,
                            round(valid / nullif(generated, 0), 3) AS valid_rate,
                            round(verbatim / nullif(generated, 0), 3) AS verbatim_rate,
-                           round(v_positive / nullif(generated, 0), 3) AS v_positive_rate,
+                           round(accepted / nullif(generated, 0), 3) AS accepted_rate,
                            round(mean_v, 3) AS mean_v,
                            round(mean_proposer_reward, 3) AS mean_r_pro
                     FROM funnel WHERE {_RUN} ORDER BY run_id
@@ -199,7 +202,7 @@ AUDITS: dict[str, Audit] = {
                     (
                         f"by {key}",
                         f"""
-                        SELECT run_id, {key}, records, valid, verbatim, v_positive,
+                        SELECT run_id, {key}, records, valid, verbatim, accepted,
                                round(valid_rate, 3) AS valid_rate,
                                round(verbatim_rate, 3) AS verbatim_rate,
                                round(mean_v, 3) AS mean_v,

@@ -22,12 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.catalog.export_process import attach_solver_process
+from pipeline.catalog.export_selection import (
+    DEFAULT_WHERE,
+    ExportError,
+    Selection,
+    default_selection,
+    select_records,
+)
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
     SPLITS,
@@ -38,26 +43,21 @@ from pipeline.catalog.export_splits import (
     drop_ambiguous,
     drop_contaminated,
     drop_shortcuts,
+    drop_undetermined,
     drop_unusable,
     shared_passages,
 )
-from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-from pipeline.catalog.store import StoreError
-from pipeline.core.errors import first_line
 from pipeline.core.io import atomic_dir, sha256_file
 from schemas.exports import (
     EXPORT_VERSION,
     EXTRA_INFO,
-    QUALITY_COLUMNS,
     RECORD_SCHEMA,
-    SOURCE_COLUMNS,
     VERL_SCHEMA,
 )
 from schemas.tables import SCHEMA_VERSION
 
 # Version of the export layout and columns below (not of the curriculum table contract).
 FORMATS = ("verl", "hf", "jsonl")
-DEFAULT_WHERE = "is_valid AND is_verbatim"
 DEFAULT_DATA_SOURCE = "evidence_curriculum"
 DEFAULT_ABILITY = "fact-reasoning"
 MANIFEST = "manifest.json"
@@ -72,14 +72,6 @@ SEARCH_R1_TEMPLATE = (
     "knowledge, give the answer inside <answer> and </answer>, without detailed explanation. "
     "For example, <answer> Beijing </answer>. Question: {question}\n"
 )
-
-
-class ExportError(RuntimeError):
-    """An export that cannot be made; `str()` is one line, `hint` says what to do."""
-
-    def __init__(self, msg: str, hint: str | None = None) -> None:
-        super().__init__(msg)
-        self.hint = hint
 
 
 # ---- prompt ----------------------------------------------------------------------------
@@ -106,7 +98,7 @@ def record_rows(
             "prompt": render_prompt(r["question"]),
             "question": r["question"],
             "answer": r["answer"],
-            "golden_answers": [r["answer"]],
+            "golden_answers": list(dict.fromkeys([r["answer"], *(r.get("answer_aliases") or [])])),
             "evidence": r.get("evidence"),
             "evidence_passage_id": r.get("evidence_passage_id"),
             "evidence_char_start": r.get("evidence_char_start"),
@@ -157,83 +149,6 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
 
 
 # ---- catalog ---------------------------------------------------------------------------
-
-
-@dataclass
-class Selection:
-    rows: list[dict[str, Any]]
-    runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
-    # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
-    # clusters were ever computed; both empty on a catalog built before the gates existed.
-    benchmark_checks: list[dict[str, Any]] = field(default_factory=list)
-    clustered: bool = False
-
-
-def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
-    """`column IN (values)` as an expression tree: run ids never pass through SQL text."""
-    return duckdb.ColumnExpression(column).isin(*(duckdb.ConstantExpression(v) for v in values))
-
-
-def select_records(
-    catalog: str | Path, where: str | None = DEFAULT_WHERE, run_ids: Sequence[str] = ()
-) -> Selection:
-    """Rows of the curriculum view matching `where` (and `run_ids`), read-only."""
-    try:
-        con = connect_audit(catalog)
-    except StoreError as exc:
-        raise ExportError(
-            str(exc), "run `curriculum nightly` (same --profile/--set) first"
-        ) from exc
-    with con:
-        if run_ids:  # only then is the list of known runs needed
-            known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
-            known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
-            unknown = sorted(set(run_ids) - known)
-            if unknown:
-                raise ExportError(
-                    f"unknown run id(s) {', '.join(unknown)} in {catalog}",
-                    f"known runs: {', '.join(sorted(known)) or 'none'}",
-                )
-        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        gated = "curriculum_quality" in views  # absent from a catalog older than the gates
-        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
-        source = "curriculum_quality" if gated else "curriculum"
-        try:
-            rel = filter_relation(con, where, source)
-            if run_ids:
-                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
-            rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
-        except UnsafeSQLError as exc:
-            raise ExportError(str(exc), _FILTER_HINT) from exc
-        except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
-            raise ExportError(
-                f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
-            ) from exc
-        attach_solver_process(con, rows, views)
-        picked = sorted({r["run_id"] for r in rows})
-        runs = []
-        if picked:
-            cols = ("run_id", "run_date", "profile", "config_hash", "status", "started_at")
-            cols += ("finished_at", "schema_version")
-            runs = con.table("runs").filter(_isin("run_id", picked)).select(*cols)
-            runs = runs.order("run_id").to_arrow_table().to_pylist()
-        # A run whose run.parquet is missing still says which config made its records.
-        for run_id in sorted(set(picked) - {r["run_id"] for r in runs}):
-            hashes = sorted({r["config_hash"] for r in rows if r["run_id"] == run_id})
-            runs.append({"run_id": run_id, "config_hash": ",".join(hashes), "status": "unknown"})
-        checks, clustered = [], False
-        if gated:
-            checks = con.table("benchmark_checks").order("benchmark").to_arrow_table()
-            checks = checks.drop_columns(["checked_at"]).to_pylist()
-            clustered = con.execute("SELECT count(*) > 0 FROM question_clusters").fetchone()[0]
-    return Selection(rows, runs, checks, bool(clustered))
-
-
-_FILTER_HINT = (
-    "--where takes one SQL boolean expression over the columns of the curriculum view (and "
-    "the quality gates' contaminated, duplicate_cluster_id, ...), "
-    'e.g. --where "is_valid AND is_verbatim AND hop_count >= 2"'
-)
 
 
 # ---- writing ---------------------------------------------------------------------------
@@ -331,9 +246,11 @@ def export_curriculum(
     include_contaminated: bool = False,
     include_shortcuts: bool = False,
     include_ambiguous: bool = False,
+    include_undetermined: bool = False,
 ) -> ExportResult:
-    """Select, drop contaminated, shortcut and ambiguous records (unless `include_*`), dedupe
-    questions and near-duplicate clusters, split, and write an export directory atomically."""
+    """Select (the accepted records by default), drop contaminated, shortcut, ambiguous and
+    undetermined records (unless `include_*`), dedupe questions and near-duplicate clusters,
+    split, and write an export directory atomically."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     if split_by not in SPLIT_BY:
@@ -346,7 +263,15 @@ def export_curriculum(
     _check_target(out, overwrite)  # fail before the work, and again before the rename
     started = dt.datetime.now(dt.UTC)
 
-    sel = select_records(catalog, where, run_ids)
+    included = {
+        "contaminated": include_contaminated, "shortcuts": include_shortcuts,
+        "ambiguous": include_ambiguous, "undetermined": include_undetermined,
+    }  # fmt: skip
+    default = where == DEFAULT_WHERE
+    if default:
+        where = default_selection(k for k, on in included.items() if on)
+    sel = select_records(catalog, where, run_ids, rejections=default)
+    where = sel.where
     scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
     if not sel.rows:
         raise ExportError(
@@ -363,8 +288,22 @@ def export_curriculum(
     ambiguous: list[Dropped] = []
     if not include_ambiguous:
         usable, ambiguous = drop_ambiguous(usable)
+    undetermined: list[Dropped] = []
+    if not include_undetermined:
+        usable, undetermined = drop_undetermined(usable)
     kept, duplicates = dedupe_questions(usable)
     kept, near_duplicates = dedupe_near_duplicates(kept)
+    by_view: dict[str, list[Dropped]] = {}
+    for d in sel.rejected:  # what the accepted view left out, under the same names
+        by_view.setdefault(d.reason, []).append(d)
+    contaminated += by_view.pop("contaminated", [])
+    shortcuts += by_view.pop("shortcut", [])
+    ambiguous += by_view.pop("ambiguous_answer", [])
+    undetermined += by_view.pop("undetermined", [])
+    duplicates += by_view.pop("duplicate_question", [])
+    near_duplicates += by_view.pop("near_duplicate", [])
+    below_threshold = by_view.pop("below_v_threshold", [])
+    assert not by_view, f"unmapped rejection reasons {sorted(by_view)}"
     if not kept:
         raise ExportError(
             f"none of the {len(sel.rows)} records selected by {where!r} has a question "
@@ -390,15 +329,18 @@ def export_curriculum(
 
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
-        dropped = unusable + contaminated + shortcuts + ambiguous + duplicates + near_duplicates
+        dropped = unusable + below_threshold + contaminated + shortcuts + ambiguous
+        dropped += undetermined + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         counts = {
             "selected": len(sel.rows),
             "no_question_or_answer": len(unusable),
+            "below_v_threshold_dropped": len(below_threshold),
             "contaminated_dropped": len(contaminated),
             "shortcuts_dropped": len(shortcuts),
             "ambiguous_dropped": len(ambiguous),
+            "undetermined_dropped": len(undetermined),
             "duplicates_dropped": len(duplicates),
             "near_duplicates_dropped": len(near_duplicates),
             "exported": len(kept),
@@ -437,8 +379,10 @@ def export_curriculum(
             "llm_gates": {
                 "shortcuts_excluded": not include_shortcuts,
                 "ambiguous_excluded": not include_ambiguous,
+                "undetermined_excluded": not include_undetermined,
                 "shortcuts_dropped": len(shortcuts),
                 "ambiguous_dropped": len(ambiguous),
+                "undetermined_dropped": len(undetermined),
             },
             "near_duplicates": {
                 "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",

@@ -69,7 +69,7 @@ def drop_shortcuts(
     checked) is kept."""
     kept, dropped = [], []
     for row in rows:
-        if row.get("shortcut"):
+        if row.get("shortcut_verdict", "fail" if row.get("shortcut") else None) == "fail":
             detail = (
                 f"closed-book accuracy {row.get('closed_book_accuracy')}, "
                 f"one-search accuracy {row.get('one_search_accuracy')}"
@@ -87,9 +87,29 @@ def drop_ambiguous(
     (`unique_answer` false) reward one answer where the corpus backs others: drop them."""
     kept, dropped = [], []
     for row in rows:
-        if row.get("unique_answer") is False:
+        fallback = "fail" if row.get("unique_answer") is False else None
+        if row.get("uniqueness_verdict", fallback) == "fail":
             detail = "answers: " + " | ".join(row.get("answer_candidates") or [])
             dropped.append(Dropped(row["record_id"], "ambiguous_answer", None, detail))
+        else:
+            kept.append(row)
+    return kept, dropped
+
+
+def drop_undetermined(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """Records the shortcut or uniqueness gate could not judge (no solver answer was correct
+    even with the gold evidence): nothing shows they are answerable, let alone unique."""
+    kept, dropped = [], []
+    for row in rows:
+        gates = [g for g in ("shortcut", "uniqueness") if row.get(f"{g}_verdict") == "undetermined"]
+        if gates:
+            detail = (
+                f"{' and '.join(gates)} undetermined: gold-evidence answers correct 0 of "
+                f"{row.get('gold_n')}"
+            )
+            dropped.append(Dropped(row["record_id"], "undetermined", None, detail))
         else:
             kept.append(row)
     return kept, dropped

@@ -5,8 +5,8 @@
 rejects, example records) and writes `<out>/runs/<run_id>/report/`:
 
     report.md            the page; plots are linked by relative path
-    funnel.png           generated -> valid -> valid + verbatim -> V > 0 -> not contaminated
-                         -> not shortcut -> unique answer
+    funnel.png           generated -> posed -> valid -> valid + verbatim -> V above threshold
+                         -> not contaminated -> gates passed -> accepted
     verifier_v.png       histogram of V = p+ - p- (0.2-wide bins, as the verifier_histogram view)
     clusters.png         records per selector cluster (all K clusters, zeros included)
     task_types.png       records per task type (all configured types, zeros included)
@@ -115,7 +115,7 @@ def _group_table(rows: list[dict], key: str) -> list[str]:
             "generated",
             "valid",
             "valid + verbatim",
-            "V > 0",
+            "accepted",
             "mean V",
             "mean R_pro",
             "solver accuracy",
@@ -126,7 +126,7 @@ def _group_table(rows: list[dict], key: str) -> list[str]:
                 r["generated"],
                 r["valid"],
                 r["verbatim"],
-                r["v_positive"],
+                r["accepted"],
                 r["mean_v"],
                 r["mean_reward"],
                 r["solver_accuracy"],
@@ -229,6 +229,7 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
             for k, s in enumerate(FUNNEL_STAGES)
         ],
     )
+    lines += _threshold_lines(d)
     lines += [
         f"Mean V: {_signed(d.mean_v)} over {d.scored_v} scored records; "
         f"mean proposer reward R_pro: {_num(d.mean_reward)}; "
@@ -395,3 +396,24 @@ def known_run_ids(catalog_path: str | Path) -> list[str]:
 
 
 __all__ = ["RunReport", "known_run_ids", "write_run_report"]
+
+
+def _threshold_lines(d: RunData) -> list[str]:
+    """Where the verifier bar came from and what it dropped; the gates' undetermined counts."""
+    t, x, f = d.threshold, d.funnel_extra, d.funnel
+    if not t:
+        return []
+    dropped = f["verbatim"] - f["above_v_threshold"]
+    return [
+        f"Verifier threshold: V > {_signed(t['v_threshold'])} ({t['method']}), the "
+        f"{t['quantile']:.2f} quantile of {t['control_scores']} control scores "
+        f"(source: {t['source']}; their mean V {_signed(t['mean_control_v'])}); it dropped "
+        f"{dropped} valid verbatim record(s).",
+        "",
+        f"Undetermined (no answer correct even with the gold evidence; not accepted): "
+        f"shortcut gate {x['shortcut_undetermined']}, uniqueness gate "
+        f"{x['uniqueness_undetermined']}. Duplicate questions left out: {x['duplicates']}. "
+        f"Questions built from the KG path's relation labels (template fallback): "
+        f"{x['template_questions']}.",
+        "",
+    ]

@@ -15,22 +15,26 @@ from pipeline.catalog.store import StoreError
 
 FUNNEL_STAGES = (
     "generated",
+    "posed",
     "valid",
     "verbatim",
-    "v_positive",
+    "above_v_threshold",
     "not_contaminated",
     "not_shortcut",
     "unique_answer",
+    "accepted",
 )
 FUNNEL_LABELS = {
     "generated": "generated",
+    "posed": "posed (answer and evidence found)",
     "valid": "valid",
     "verbatim": "valid + verbatim",
-    "v_positive": "V > 0",
-    # by the benchmarks `curriculum quality decontaminate` checked (equal to V > 0 before)
+    "above_v_threshold": "V above the controls' threshold",
+    # by the benchmarks `curriculum quality decontaminate` checked
     "not_contaminated": "not contaminated",
-    "not_shortcut": "not shortcut",  # gates.shortcut (h >= 2 only)
-    "unique_answer": "unique answer",  # gates.uniqueness
+    "not_shortcut": "shortcut gate passed",  # gates.shortcut (h >= 2 only); not undetermined
+    "unique_answer": "uniqueness gate passed",  # gates.uniqueness; not undetermined
+    "accepted": "accepted (no duplicate question)",
 }
 CONTROLS = ("real", "shuffled", "answer_only", "off_topic")
 # Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
@@ -67,6 +71,10 @@ class RunData:
     control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     gates: dict[str, Any] = field(default_factory=dict)
     step_costs: list[dict[str, Any]] = field(default_factory=list)
+    # Grounded curriculum: the run's verifier bar (verifier_thresholds row) and the funnel's
+    # side counts (undetermined gates, duplicates, template questions).
+    threshold: dict[str, Any] = field(default_factory=dict)
+    funnel_extra: dict[str, int] = field(default_factory=dict)
     # Process signals of the solver protocols (issue 16); empty dicts when the run has none.
     evalact: dict[str, Any] = field(default_factory=dict)
     arr: dict[str, Any] = field(default_factory=dict)
@@ -97,7 +105,7 @@ def _parse_config(config_yaml: str | None):
 
 # Per-task / per-hop rows of the report: the catalog's summary views (schemas/views.sql).
 _GROUP_SQL = """
-SELECT {key} AS key, records AS generated, valid, verbatim, v_positive, mean_v,
+SELECT {key} AS key, records AS generated, valid, verbatim, accepted, mean_v,
        mean_proposer_reward AS mean_reward, solver_accuracy
 FROM {view} WHERE run_id = ? ORDER BY key
 """
@@ -135,6 +143,9 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     funnel = {s: int(f[0][s]) if f else 0 for s in FUNNEL_STAGES}
     mean_v = f[0]["mean_v"] if f else None
     mean_reward = f[0]["mean_proposer_reward"] if f else None
+    extra = ("shortcut_undetermined", "uniqueness_undetermined", "duplicates", "template_questions")
+    funnel_extra = {k: int(f[0][k]) if f else 0 for k in extra}
+    thr = _dicts(con, "SELECT * FROM verifier_thresholds WHERE run_id = ?", p)
     scored_v = con.execute(
         "SELECT count(verifier_v) FROM curriculum WHERE run_id = ?", p
     ).fetchone()[0]
@@ -255,6 +266,8 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         models=models,
         index_fingerprints=[r[0] for r in fps],
         funnel=funnel,
+        funnel_extra=funnel_extra,
+        threshold=thr[0] if thr else {},
         mean_v=mean_v,
         mean_reward=mean_reward,
         scored_v=int(scored_v),
@@ -322,7 +335,7 @@ def coverage_rows(rows: list[dict], keys: Sequence[Any]) -> list[dict]:
         "generated": 0,
         "valid": 0,
         "verbatim": 0,
-        "v_positive": 0,
+        "accepted": 0,
         "mean_v": None,
         "mean_reward": None,
         "solver_accuracy": None,

@@ -1,0 +1,174 @@
+"""Which records an export takes: the catalog's accepted view by default (the one definition
+the funnel and the run's summary line count), or a user's --where; with the default, also the
+valid verbatim records the view left out and why, for dropped.jsonl.
+
+Reads the catalog read-only; the filter is parsed as one expression
+(`pipeline.catalog.readonly_sql`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipeline.catalog.export_process import attach_solver_process
+from pipeline.catalog.export_splits import Dropped
+from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.catalog.store import StoreError
+from pipeline.core.errors import first_line
+from schemas.exports import QUALITY_COLUMNS, SOURCE_COLUMNS
+
+# The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the
+# run's summary line count, and what an export ships unless --where says otherwise.
+DEFAULT_WHERE = "accepted"
+LEGACY_WHERE = "is_valid AND is_verbatim"  # a catalog built before the verdicts existed
+# What each --include-* switch adds back to the default selection (rejected_by reasons).
+INCLUDE_REASONS = {
+    "contaminated": ("contaminated",),
+    "shortcuts": ("shortcut",),
+    "ambiguous": ("ambiguous",),
+    "undetermined": ("shortcut_undetermined", "uniqueness_undetermined"),
+}
+
+
+class ExportError(RuntimeError):
+    """An export that cannot be made; `str()` is one line, `hint` says what to do."""
+
+    def __init__(self, msg: str, hint: str | None = None) -> None:
+        super().__init__(msg)
+        self.hint = hint
+
+
+@dataclass
+class Selection:
+    rows: list[dict[str, Any]]
+    runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
+    # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
+    # clusters were ever computed; both empty on a catalog built before the gates existed.
+    benchmark_checks: list[dict[str, Any]] = field(default_factory=list)
+    clustered: bool = False
+    # The default selection: valid verbatim records of the scope the view did not accept,
+    # each with the view's reason (they go to dropped.jsonl, counted by reason).
+    rejected: list[Dropped] = field(default_factory=list)
+    where: str | None = None  # the filter as run (a catalog without the views: the old one)
+
+
+def default_selection(included: Iterable[str] = ()) -> str:
+    """The default filter: the accepted records, plus those rejected only for the reasons the
+    --include-* switches name (a record rejected earlier, e.g. below the V threshold, stays
+    out)."""
+    reasons = [r for k in included for r in INCLUDE_REASONS[k]]
+    if not reasons:
+        return DEFAULT_WHERE
+    listed = ", ".join(f"'{r}'" for r in reasons)
+    return f"{DEFAULT_WHERE} OR rejected_by IN ({listed})"
+
+
+def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
+    """`column IN (values)` as an expression tree: run ids never pass through SQL text."""
+    return duckdb.ColumnExpression(column).isin(*(duckdb.ConstantExpression(v) for v in values))
+
+
+def select_records(
+    catalog: str | Path,
+    where: str | None = DEFAULT_WHERE,
+    run_ids: Sequence[str] = (),
+    rejections: bool = False,
+) -> Selection:
+    """Rows of the curriculum view matching `where` (and `run_ids`), read-only; with
+    `rejections`, also the valid verbatim records it leaves out, with the view's reasons."""
+    try:
+        con = connect_audit(catalog)
+    except StoreError as exc:
+        raise ExportError(
+            str(exc), "run `curriculum nightly` (same --profile/--set) first"
+        ) from exc
+    with con:
+        if run_ids:  # only then is the list of known runs needed
+            known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
+            known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+            unknown = sorted(set(run_ids) - known)
+            if unknown:
+                raise ExportError(
+                    f"unknown run id(s) {', '.join(unknown)} in {catalog}",
+                    f"known runs: {', '.join(sorted(known)) or 'none'}",
+                )
+        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        gated = "curriculum_verdicts" in views  # absent from a catalog older than the gates
+        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
+        source = "curriculum_verdicts" if gated else "curriculum"
+        if rejections and not gated:  # no verdicts to read: the valid verbatim records
+            where, rejections = LEGACY_WHERE, False
+        try:
+            rel = filter_relation(con, where, source)
+            if run_ids:
+                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
+            rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
+        except UnsafeSQLError as exc:
+            raise ExportError(str(exc), _FILTER_HINT) from exc
+        except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
+            raise ExportError(
+                f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
+            ) from exc
+        attach_solver_process(con, rows, views)
+        rejected = []
+        if rejections and gated:
+            rel = con.table(source).filter(f"is_valid AND is_verbatim AND NOT ({where})")
+            if run_ids:
+                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
+            cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
+                    "contamination_methods", "verifier_v", "v_threshold", "gold_n")  # fmt: skip
+            for r in rel.select(*cols).order("record_id").to_arrow_table().to_pylist():
+                rejected.append(view_rejection(r))
+        picked = sorted({r["run_id"] for r in rows})
+        runs = []
+        if picked:
+            cols = ("run_id", "run_date", "profile", "config_hash", "status", "started_at")
+            cols += ("finished_at", "schema_version")
+            runs = con.table("runs").filter(_isin("run_id", picked)).select(*cols)
+            runs = runs.order("run_id").to_arrow_table().to_pylist()
+        # A run whose run.parquet is missing still says which config made its records.
+        for run_id in sorted(set(picked) - {r["run_id"] for r in runs}):
+            hashes = sorted({r["config_hash"] for r in rows if r["run_id"] == run_id})
+            runs.append({"run_id": run_id, "config_hash": ",".join(hashes), "status": "unknown"})
+        checks, clustered = [], False
+        if gated:
+            checks = con.table("benchmark_checks").order("benchmark").to_arrow_table()
+            checks = checks.drop_columns(["checked_at"]).to_pylist()
+            clustered = con.execute("SELECT count(*) > 0 FROM question_clusters").fetchone()[0]
+    return Selection(rows, runs, checks, bool(clustered), rejected, where)
+
+
+# The view's reasons as the export's drop reasons (the Python drops use the same names).
+VIEW_REASONS = {
+    "ambiguous": "ambiguous_answer",
+    "shortcut_undetermined": "undetermined",
+    "uniqueness_undetermined": "undetermined",
+}
+
+
+def view_rejection(r: dict[str, Any]) -> Dropped:
+    why = r["rejected_by"]
+    if why == "contaminated":
+        what = ", ".join(r.get("contamination_benchmarks") or [])
+        how = ", ".join(r.get("contamination_methods") or [])
+        detail = f"{what}: {how}"
+    elif why == "below_v_threshold":
+        detail = f"V {r['verifier_v']} <= the run's control threshold {r['v_threshold']}"
+    elif why.endswith("_undetermined"):
+        detail = f"{why.removesuffix('_undetermined')} undetermined: gold-evidence answers " \
+                 f"correct 0 of {r.get('gold_n')}"  # fmt: skip
+    else:
+        detail = None
+    return Dropped(r["record_id"], VIEW_REASONS.get(why, why), r.get("duplicate_of"), detail)
+
+
+_FILTER_HINT = (
+    "--where takes one SQL boolean expression over the columns of the curriculum view (and "
+    "the quality gates' contaminated, duplicate_cluster_id, ...), "
+    'e.g. --where "is_valid AND is_verbatim AND hop_count >= 2"'
+)
