@@ -2,8 +2,9 @@
 
 Same backend, same plan items and seeds, same run: `process_shard` over N records with
 `generation.guided_proposer` off and on (order alternating per round). Prints wall time,
-records/min, how many proposals parse (valid question and answer, verbatim evidence) and why
-the rest failed, and the backend's decode counters:
+records/min, how many questions pass the validity rules (the answer and evidence are fixed
+before the question, so guidance shapes only the question: an interrogative opener for the
+answer's kind, the subject named) and why the rest failed, and the backend's decode counters:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_guided_proposer.py [--n 16]
 """
 
@@ -57,7 +58,7 @@ def main() -> None:
             outs[mode] = process_shard(ctx, 0, items)
             times[mode].append(time.perf_counter() - t0)
             work[mode] = {k: backend.stats[k] - before[k] for k in backend.stats}
-    print(f"records={args.n} model={gen.model_id} evidence_mode={cfg.generation.evidence_mode}")
+    print(f"records={args.n} model={gen.model_id} attempts={cfg.generation.question_attempts}")
     for mode in ("free", "guided"):
         recs, pro = outs[mode].curriculum, outs[mode].proposer_rollouts
         best = min(times[mode])

@@ -1,6 +1,24 @@
-from pipeline.agents.evidence import locate, sentences
-from pipeline.agents.prompts import FewShot
-from pipeline.agents.proposer import copies_example, parse_proposal, tag
+"""Answer first: targets from KG paths and passages, and the validity rules a reader applies.
+
+Pure functions on authored rows, plus one tiny real index (the registry embedder, FAISS Flat)
+for the KG evidence search."""
+
+import re
+
+import orjson
+import pytest
+
+from pipeline.agents.evidence import sentences
+from pipeline.agents.proposer import insitu_question, question_body, tag, template_question
+from pipeline.agents.question_checks import names_subject, question_reason, unsupported_words
+from pipeline.agents.targets import (
+    Target,
+    answer_forms,
+    answer_spans,
+    kg_targets,
+    passage_target,
+    sub_path,
+)
 
 TEXT = (
     "Ulm is a city on the Danube in Germany. Albert Einstein was born there in 1879. "
@@ -18,55 +36,6 @@ def test_sentence_offsets_are_exact():
     assert all(TEXT[s.start : s.end] == s.text for s in spans)
 
 
-def test_locate_prefers_source_then_retrieved():
-    loc = locate("born there in 1879", "p1", TEXT, [("p2", "born there in 1879")])
-    assert (loc.passage_id, loc.source, TEXT[loc.start : loc.end]) == (
-        "p1",
-        "source",
-        "born there in 1879",
-    )
-    loc = locate("on the Rhine", "p1", TEXT, [("p2", "Bonn is on the Rhine.")])
-    assert (loc.passage_id, loc.source, loc.start, loc.end) == ("p2", "retrieved", 8, 20)
-    assert locate("paraphrased words", "p1", TEXT) is None
-
-
-def _out(q="Where was Einstein born?", a="Ulm", e="[2]"):
-    return f"<think>plan</think>\n<question>{q}</question>\n<answer>{a}</answer>\n<evidence>{e}"
-
-
-def test_parse_constrained_picks_the_sentence():
-    p = parse_proposal(_out() + "</evidence>", "p1", TEXT, "constrained")
-    assert (p.question, p.answer, p.evidence_status) == (
-        "Where was Einstein born?",
-        "Ulm",
-        "verbatim",
-    )
-    assert (
-        TEXT[p.evidence_start : p.evidence_end]
-        == p.evidence
-        == "Albert Einstein was born there in 1879."
-    )
-    bad = parse_proposal(_out(e="[9]") + "</evidence>", "p1", TEXT, "constrained")
-    assert bad.evidence_status == "bad_sentence_ref" and bad.evidence_start is None
-
-
-def test_parse_free_mode_source_retrieved_and_missing():
-    p = parse_proposal(_out(e="a city on the Danube") + "</evidence>", "p1", TEXT, "free")
-    assert (p.evidence_status, p.evidence_source, p.evidence_passage_id) == (
-        "verbatim",
-        "source",
-        "p1",
-    )
-    assert TEXT[p.evidence_start : p.evidence_end] == "a city on the Danube"
-    other = [("p9", "Bonn lies on the Rhine in Germany.")]
-    p = parse_proposal(_out(e="on the Rhine") + "</evidence>", "p1", TEXT, "free", other)
-    assert (p.evidence_source, p.evidence_passage_id, p.evidence_start) == ("retrieved", "p9", 10)
-    p = parse_proposal(_out(e="a town by the river") + "</evidence>", "p1", TEXT, "free")
-    assert p.evidence_status == "not_in_source"
-    p = parse_proposal("<question>only a question</question>", "p1", TEXT, "free")
-    assert (p.answer, p.evidence_status) == (None, "missing")
-
-
 def test_tags_outside_tool_responses_last_one_wins():
     t = (
         "<question>draft?</question><search>x</search>\n<information>Doc 1(Title: T) "
@@ -76,41 +45,245 @@ def test_tags_outside_tool_responses_last_one_wins():
     assert tag("<answer>  </answer>", "answer") is None
 
 
-def test_copied_few_shot_question_is_detected():
-    shots = [
-        FewShot(
-            "Great Wall of China",
-            "x",
-            "Under which dynasty were the best-known sections of the Great Wall of China rebuilt?",
-            "the Ming dynasty",
-            1,
-        )
-    ]
-    assert copies_example(
-        "Under which dynasty were the best-known sections of the Great Wall rebuilt?", shots
+# ---- surface forms of a path's end entity -------------------------------------------------
+
+
+def test_answer_forms_of_dates_quantities_and_entities():
+    date = {"id": "time:+1949-05-23T00:00:00Z/11", "label": "23 May 1949"}
+    assert answer_forms(date) == ["23 May 1949", "May 23, 1949", "May 1949", "1949"]
+    year = {"id": "time:+1737-00-00T00:00:00Z/9", "label": "1737"}
+    assert answer_forms(year) == ["1737"]
+    qty = {"id": "quantity:+1047/Q828224", "label": "1,047 kilometre"}
+    forms = answer_forms(qty)
+    assert forms[0] == "1,047 kilometre"
+    assert {"1,047 km", "1047 km", "1,047 kilometres", "1,047", "1047"} <= set(forms)
+    ent = {"id": "Q90", "label": "Paris (city)"}
+    assert answer_forms(ent, ["City of Light"]) == ["Paris (city)", "Paris", "City of Light"]
+
+
+# ---- KG targets: the answer is the path's end entity --------------------------------------
+
+PASSAGES = [
+    ("p1", "Bonn", "Bonn is a city on the Rhine. It became the seat of government on 23 May 1949."),
+    ("p2", "Vistula", "The Vistula is the longest river in Poland, at 1,047 km in length."),
+    ("p3", "Arno", "The Arno flows through Florence and Pisa before reaching the Ligurian Sea."),
+    ("p4", "Germany", "Germany borders Denmark to the north and Austria to the south."),
+    ("p5", "Kraków", "Kraków lies on the Vistula in southern Poland."),
+    ("p6", "Paris", "Paris is the capital of France, on the Seine."),
+]
+
+
+def _path(*parts):
+    """('Q1', 'Bonn'), ('P1', 'rel'), ('Q2', 'X'), ... -> a KG path dict."""
+    nodes = [{"id": i, "label": lbl} for i, lbl in parts[::2]]
+    rels = [{"id": i, "label": lbl} for i, lbl in parts[1::2]]
+    return {"target_path": {"nodes": nodes, "relations": rels}}
+
+
+@pytest.fixture(scope="module")
+def tiny_retriever(tmp_path_factory, embedder):
+    from pipeline.retrieval.corpus import load_corpus
+    from pipeline.retrieval.embedding import corpus_fingerprint, embed_corpus
+    from pipeline.retrieval.faiss_index import Retriever, build_faiss_index
+
+    root = tmp_path_factory.mktemp("tiny_index")
+    src = root / "corpus.jsonl"
+    src.write_bytes(
+        b"".join(orjson.dumps({"id": i, "title": t, "text": x}) + b"\n" for i, t, x in PASSAGES)
     )
-    assert not copies_example("Under which dynasty was Vienna rebuilt?", shots)
-    assert not copies_example(None, shots)
+    passages = root / "idx" / "passages.parquet"
+    load_corpus(src, passages)
+    fp = corpus_fingerprint(passages)
+    res = embed_corpus(embedder, passages, root / "idx" / "emb", 100, fp, progress=False)
+    meta = {"model": embedder.model_ref, "query_prompt": "", "passage_prompt": "",
+            "fingerprint": fp}  # fmt: skip
+    build_faiss_index(res.shards, res.dim, "Flat", root / "idx", meta)
+    return Retriever(root / "idx", embedder)
 
 
-def test_proposer_guide_admits_exactly_the_sentences_of_its_passage():
-    import re
+def test_kg_answers_are_the_path_end_entity_with_verbatim_support(tiny_retriever):
+    date = _path(("Q1", "Bonn"), ("P571", "inception"), ("time:+1949-05-23T00:00:00Z/11",
+                 "23 May 1949"))  # fmt: skip
+    qty = _path(("Q5", "Kraków"), ("P206x", "on river"), ("Q6", "Vistula"), ("P2043", "length"),
+                ("quantity:+1047/Q828224", "1,047 kilometre"))  # fmt: skip
+    ent = _path(("Q7", "Arno"), ("P403", "mouth of the watercourse"), ("Q8", "Ligurian Sea"))
+    alias = _path(("Q9", "Paris"), ("P17", "country"), ("Q10", "French Republic"))
+    none = _path(("Q11", "Bonn"), ("P17", "country"), ("Q12", "Narnia"))
+    items = [(date, 1, PASSAGES[3]), (qty, 2, PASSAGES[3]), (ent, 1, PASSAGES[3]),
+             (alias, 1, PASSAGES[3]), (none, 1, PASSAGES[3])]  # fmt: skip
+    out = kg_targets(tiny_retriever, items, [[], [], [], ["France"], []], k=6)
+    t = out[0]  # a date: the passage writes the KG's value, so the answer is that form
+    assert (t.answer, t.passage_id, t.source) == ("23 May 1949", "p1", "retrieved")
+    assert t.evidence == "It became the seat of government on 23 May 1949."
+    assert PASSAGES[0][2][t.start : t.end] == t.evidence and t.answer in t.evidence
+    t = out[1]  # a quantity written as "1,047 km", supported by the final hop's subject
+    assert t.answer == "1,047 km" and "1,047 kilometre" in t.aliases
+    assert t.waypoints == ["Kraków", "Vistula"] and t.subject == "Kraków"
+    assert t.passage_id == "p2"
+    assert out[2].answer == "Ligurian Sea" and out[2].passage_id == "p3"
+    # an alias: the passage says "France", the KG's label is "French Republic"
+    assert out[3].answer == "France" and out[3].aliases[:2] == ("France", "French Republic")
+    # no passage states the answer: not posed, and said so
+    assert not out[4].posed and out[4].reason == "no_supporting_passage"
+    assert out[4].answer is None and out[4].facts == "Bonn -> country -> Narnia"
 
-    from pipeline.agents.proposer import proposer_guide
 
-    text = "Vienna lies on the Danube. It is the capital of Austria. About 2 million live there."
-    turn = proposer_guide("constrained", text).regex(forced=False, can_search=False)
-    block = "<question>Which river?</question>\n<answer>Danube</answer>\n<evidence>[{}]</evidence>"
-    assert [bool(re.fullmatch(turn, block.format(k))) for k in (0, 1, 3, 4)] == [
-        False, True, True, False,
-    ]  # fmt: skip
-    assert re.fullmatch(turn, "<think>Sentence 1.</think>\n" + block.format(1))
-    # A blank answer or question cannot be written; free mode takes any visible span.
-    assert not re.fullmatch(turn, block.format(1).replace("Danube", " "))
-    assert not re.fullmatch(turn, block.format(1).replace("Which river?", ""))
-    free = proposer_guide("free", text).regex(forced=True, can_search=False)
-    assert re.fullmatch(free, "Which river?</question>\n<answer>Danube</answer>\n"
-                        "<evidence>Vienna lies on the Danube.</evidence>")  # fmt: skip
-    # What a guided turn produces parses as a verbatim record.
-    p = parse_proposal(block.format(2), "p1", text, "constrained")
-    assert (p.evidence_status, p.evidence) == ("verbatim", "It is the capital of Austria.")
+def test_many_valued_hops_shorten_or_drop_the_path():
+    p = _path(("Q1", "Switzerland"), ("P47", "shares border with"), ("Q2", "Germany"),
+              ("P571", "inception"), ("Q3", "1949"))["target_path"]  # fmt: skip
+    # a 2-hop question would ask about "the country bordering Switzerland": cut to 1 hop
+    assert [n["label"] for n in sub_path(p, 2)["nodes"]] == ["Germany", "1949"]
+    border = _path(("Q1", "France"), ("P47", "shares border with"), ("Q2", "Spain"))
+    assert sub_path(border["target_path"], 1) is None
+
+
+def test_passage_targets_take_a_span_of_the_evidence_by_task_type():
+    text = (
+        "Leipzig was first mentioned in 1015 in the chronicle of Thietmar of Merseburg. "
+        "The city has 26 districts and about 600,000 inhabitants."
+    )
+    passage = ("p9", "Leipzig", text)
+    t = passage_target(passage, "temporal", 0)
+    assert (t.answer, t.span_kind, t.source) == ("1015", "date", "source")
+    assert t.evidence == text[t.start : t.end] and t.answer in t.evidence
+    assert passage_target(passage, "aggregation", 0).span_kind == "number"
+    name = passage_target(passage, "factual", 0)
+    assert name.answer == "Thietmar of Merseburg" and name.subject == "Leipzig"
+    spans = answer_spans(text, "Leipzig")
+    assert all(text[a:b] != "Leipzig" for a, b in spans["name"])  # never the title itself
+    assert not passage_target(("p0", "X", "no spans here at all"), "factual", 0).posed
+
+
+# ---- the validity rules, one reason each -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "reason"),
+    [
+        ("", "1949", "empty_question"),
+        ("When did Bonn become the capital?", "  ", "empty_answer"),
+        ("What is the source of the information in the passage?", "Bonn", "refers_to_unseen_text"),
+        ("According to the text, when did Bonn become the capital?", "1949",
+         "refers_to_unseen_text"),
+        ("Which city does this sentence describe in Bonn?", "Bonn", "answer_in_question"),
+        ("Bonn became the capital of West Germany.", "1949", "not_a_question"),
+        ("Bonn became the capital in which year", "1949", "not_a_question"),
+        ("When did Bonn become the capital?\nevidence> The better place", "1949", "format_debris"),
+        ("When did Bonn become the capital?", "1949 <answer>", "format_debris"),
+        ("Question: when did Bonn become the capital?", "1949", "format_debris"),
+        ("When did Bonn become the capital?", "I will look up the United Kingdom", "non_answer"),
+        ("Which cities did Bonn outlast?", "All of them.", "non_answer"),
+        ("Why did Bonn become the capital?",
+         "He went deaf in 1795 after a series of accidents that left him unable to hear",
+         "answer_too_long"),
+        ("When did the city become the capital?", "1949", "no_named_subject"),
+        ("When did Bonn become the capital of West Germany?", "1949", None),
+    ],
+)  # fmt: skip
+def test_each_invalid_reason(question, answer, reason):
+    assert question_reason(question, answer, (), "Bonn") == reason
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "ok"),
+    [
+        ("In which year did Richard Wagner marry?", "date", True),
+        ("In which decade did Richard Wagner marry?", "date", False),  # the answer is a year
+        ("When did Richard Wagner marry?", "date", True),
+        ("Who did Richard Wagner marry in 1836?", "date", False),
+        ("In which year did Richard Wagner marry?", "person", False),
+        ("Who did Richard Wagner marry in 1836?", "person", True),
+        ("How many cantons does Switzerland have?", "number", True),
+        ("Which cantons does Switzerland have?", "number", False),
+        ("In which state does the Spree rise?", "place", True),
+        ("How many states does the Spree cross?", "place", False),
+        ("What did Richard Wagner compose?", "name", True),
+        ("When did Richard Wagner compose?", "name", False),
+    ],
+)  # fmt: skip
+def test_the_question_asks_for_the_kind_of_answer_it_has(question, kind, ok):
+    want = None if ok else "wrong_question_type"
+    answer = "1840" if kind == "date" else "x9"
+    assert question_reason(question, answer, (), None, kind) == want
+    # the guide writes only questions of the right kind (the grain is the check's)
+    grain = "decade" in question
+    assert bool(re.fullmatch(question_body(kind), question + "</question>")) == (ok or grain)
+
+
+def test_aliases_in_the_question_and_copied_examples_are_invalid():
+    assert question_reason("Which country is the French Republic in?", "France",
+                           ("France", "French Republic"), None) == "answer_in_question"  # fmt: skip
+    ex = "Under which dynasty were the best-known sections of the Great Wall of China rebuilt?"
+    q = "Under which dynasty were the best-known sections of the Great Wall rebuilt?"
+    assert question_reason(q, "Qing", examples=[ex]) == "copies_few_shot_example"
+    assert question_reason("Under which dynasty was Vienna rebuilt?", "Qing", examples=[ex]) is None
+    # the answer bound is in tokens of the model's tokenizer when one is given
+    assert question_reason("Who led Bonn?", "a b c", count_tokens=lambda s: 40) == (
+        "answer_too_long"
+    )
+
+
+def test_names_subject():
+    assert names_subject("In which year was Albert Einstein born?", "Albert Einstein")
+    assert not names_subject("Which river flows into the sea?", "Amazon River")
+    assert names_subject("When was the University of Paris founded?", "University of Paris 1896")
+
+
+def test_template_question_follows_the_relation_labels():
+    t = Target(
+        kind="kg", answer="Germany", subject="Albert Einstein",
+        path={"nodes": [{"id": "Q1", "label": "Albert Einstein"}, {"id": "Q2", "label": "Ulm"},
+                        {"id": "Q3", "label": "Germany"}],
+              "relations": [{"id": "P19", "label": "place of birth"},
+                            {"id": "P17", "label": "country"}]},
+    )  # fmt: skip
+    q = template_question(t)
+    assert q == "What is the country of the place of birth of Albert Einstein?"
+    dated = Target(**{**t.__dict__, "answer_kind": "date"})
+    assert template_question(dated).startswith("In what year was the country of")
+    assert question_reason(q, t.answer, (t.answer,), t.subject) is None
+    assert template_question(Target(kind="passage")) is None
+
+
+@pytest.mark.parametrize(
+    ("title", "text", "task", "question"),
+    [
+        ("Leipzig", "Leipzig was first mentioned in 1015 in the chronicle of Thietmar of "
+         "Merseburg, and it received its town charter around 1165 from Margrave Otto.",
+         "temporal", "Leipzig was first mentioned in what year in the chronicle of Thietmar of "
+         "Merseburg?"),
+        ("Galileo Galilei", "He was summoned to Rome and tried by the Roman Inquisition in 1633.",
+         "factual", "Galileo Galilei was summoned to Rome and tried by whom in 1633?"),
+        ("Switzerland", "The country is divided into 26 cantons.", "aggregation",
+         "Switzerland is divided into how many cantons?"),
+        ("Ringo Starr", "His stepfather, Harry Graves, encouraged his interest in music.",
+         "factual", None),  # an answer in apposition reads as no question
+    ],
+)  # fmt: skip
+def test_insitu_question_replaces_the_answer_with_its_question_phrase(title, text, task, question):
+    t = passage_target(("p", title, text), task, 0)
+    q = insitu_question(t)
+    assert q == question
+    if q is not None:  # what the rules build passes the rules, the answer left out
+        assert (
+            question_reason(
+                q,
+                t.answer,
+                t.aliases,
+                t.subject,
+                t.answer_kind,
+                context=f"{t.evidence} {t.subject}",
+                max_unsupported=0,
+            )
+            is None
+        )
+
+
+def test_a_question_about_what_its_evidence_does_not_say_is_not_grounded():
+    ev = "On 2 December 1804 Napoleon crowned himself Emperor of the French at Notre-Dame."
+    kw = {"context": f"{ev} Napoleon", "max_unsupported": 0}
+    bad = "Who was the first European to be crowned Emperor of the French by Napoleon?"
+    assert unsupported_words(bad, ev) == ["european"]
+    assert question_reason(bad, "Pius VII", (), "Napoleon", "person", **kw) == "not_grounded"
+    good = "Where did Napoleon crown himself Emperor of the French?"
+    assert question_reason(good, "Notre-Dame", (), "Napoleon", "place", **kw) is None

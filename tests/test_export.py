@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from cli.export import export_command
 from pipeline.agents.rewards import normalize
 from pipeline.catalog.export import (
-    DEFAULT_WHERE,
     MANIFEST,
     SEARCH_R1_TEMPLATE,
     ExportError,
@@ -213,19 +212,27 @@ def test_verl_rows_follow_search_r1_layout():
 # ---- real landed run ---------------------------------------------------------------------
 
 
-def _catalog_rows(catalog: Path, where: str = DEFAULT_WHERE) -> dict[str, dict]:
+# The export mechanics below read the landed run's valid verbatim records, whatever the gates
+# decided of them: the 270M model's 6 records may have none accepted.
+MECHANICS = "is_valid AND is_verbatim"
+KEEP_ALL = {"include_shortcuts": True, "include_ambiguous": True, "include_undetermined": True}
+
+
+def _catalog_rows(catalog: Path, where: str = MECHANICS) -> dict[str, dict]:
     with connect_audit(catalog) as con:
-        rel = con.table("curriculum").filter(where)
+        rel = con.table("curriculum_verdicts").filter(where)
         return {r["record_id"]: r for r in rel.to_arrow_table().to_pylist()}
 
 
 @pytest.fixture(scope="module")
 def exported(landed_run, tmp_path_factory):
-    """One export of the landed run in every format with the default filter."""
+    """One export of the landed run's valid verbatim records in every format."""
     out = tmp_path_factory.mktemp("export") / "ds"
     res = export_curriculum(
         landed_run.catalog,
         out,
+        where=MECHANICS,
+        **KEEP_ALL,
         formats=["verl", "hf", "jsonl"],
         validation_fraction=0.5,
         argv=["curriculum", "export", str(out)],
@@ -233,14 +240,45 @@ def exported(landed_run, tmp_path_factory):
     return res
 
 
-def test_default_filter_exports_the_valid_verbatim_records(exported, landed_run):
+def test_filter_exports_the_valid_verbatim_records(exported, landed_run):
     want = _catalog_rows(landed_run.catalog)
     assert want, "the landed run has no valid+verbatim record to export"
     c = exported.counts
     assert c["selected"] == len(want)
-    gates = c["shortcuts_dropped"] + c["ambiguous_dropped"]  # issue 17's LLM gates
-    assert c["exported"] + c["duplicates_dropped"] + c["no_question_or_answer"] + gates == len(want)
+    assert c["shortcuts_dropped"] == c["ambiguous_dropped"] == c["undetermined_dropped"] == 0
+    assert c["exported"] + c["duplicates_dropped"] + c["no_question_or_answer"] == len(want)
     assert c["train"] + c["validation"] == c["exported"] > 0
+
+
+def test_default_selection_is_the_accepted_view(landed_run, tmp_path):
+    """What the summary line counts, the accepted view holds and the default export ships are
+    the same records; the valid verbatim ones it leaves out are in dropped.jsonl with the
+    view's reason."""
+    with connect_audit(landed_run.catalog) as con:
+        accepted = sorted(r for (r,) in con.execute("SELECT record_id FROM accepted").fetchall())
+        rejected = dict(
+            con.execute(
+                "SELECT record_id, rejected_by FROM curriculum_verdicts "
+                "WHERE is_valid AND is_verbatim AND NOT accepted"
+            ).fetchall()
+        )
+    assert landed_run.summary.accepted == len(accepted)
+    out = tmp_path / "default"
+    if not accepted:
+        with pytest.raises(ExportError, match="selected no records"):
+            export_curriculum(landed_run.catalog, out, formats=["jsonl"])
+        return
+    res = export_curriculum(landed_run.catalog, out, formats=["jsonl"], validation_fraction=0)
+    lines = (out / "jsonl" / "train.jsonl").read_bytes().splitlines()
+    assert sorted(orjson.loads(x)["record_id"] for x in lines) == accepted
+    assert res.counts["selected"] == res.counts["exported"] == len(accepted)
+    dropped = {
+        d["record_id"]: d["reason"]
+        for d in map(orjson.loads, (out / "dropped.jsonl").read_bytes().splitlines())
+    }
+    view_names = {"ambiguous": "ambiguous_answer", "shortcut_undetermined": "undetermined",
+                  "uniqueness_undetermined": "undetermined"}  # fmt: skip
+    assert dropped == {rid: view_names.get(why, why) for rid, why in rejected.items()}
 
 
 def test_verl_parquet_loads_with_pyarrow_and_matches_the_catalog(exported, landed_run):
@@ -261,7 +299,9 @@ def test_verl_parquet_loads_with_pyarrow_and_matches_the_catalog(exported, lande
             ]
             gt = r["reward_model"]["ground_truth"]
             assert r["reward_model"]["style"] == "rule"
-            assert gt["target"] == [src["answer"]] and gt["evidence"] == src["evidence"]
+            # every accepted form of the answer, the answer first (Search-R1's golden_answers)
+            assert gt["target"] == list(dict.fromkeys([src["answer"], *src["answer_aliases"]]))
+            assert gt["evidence"] == src["evidence"]
             assert gt["waypoints"] == (src["waypoints"] or [])
             assert info["evidence_passage_id"] == src["evidence_passage_id"]
             assert info["run_id"] == landed_run.run_id
@@ -309,7 +349,7 @@ def test_train_and_validation_share_no_passage(exported):
 def test_manifest_lists_runs_counts_and_checksums(exported, landed_run):
     m = orjson.loads((exported.out / MANIFEST).read_bytes())
     assert m == orjson.loads(orjson.dumps(exported.manifest))
-    assert m["filter"] == DEFAULT_WHERE and m["formats"] == ["verl", "hf", "jsonl"]
+    assert m["filter"] == MECHANICS and m["formats"] == ["verl", "hf", "jsonl"]
     with connect_audit(landed_run.catalog) as con:
         (config_hash,) = con.execute(
             "SELECT config_hash FROM runs WHERE run_id = ?", [landed_run.run_id]
@@ -344,8 +384,11 @@ def test_permissive_filter_drops_records_without_question(landed_run, tmp_path):
     assert res.counts["selected"] == len(all_rows)
     assert res.counts["no_question_or_answer"] == len(all_rows) - len(usable)
     # the LLM gates' drops (gates.shortcut / gates.uniqueness), whatever the model produced
-    gated = [r for r in usable if r["shortcut"] or r["unique_answer"] is False]
-    assert res.counts["shortcuts_dropped"] + res.counts["ambiguous_dropped"] == len(gated)
+    judged = ("fail", "undetermined")
+    gated = [r for r in usable
+             if r["shortcut_verdict"] in judged or r["uniqueness_verdict"] in judged]  # fmt: skip
+    c = res.counts
+    assert c["shortcuts_dropped"] + c["ambiguous_dropped"] + c["undetermined_dropped"] == len(gated)
     usable = [r for r in usable if r not in gated]
     distinct = {normalize(r["question"]) for r in usable}
     assert res.counts["duplicates_dropped"] == len(usable) - len(distinct)
@@ -431,7 +474,8 @@ def _cli() -> typer.Typer:
 def test_cli_export_writes_formats_and_prints_summary(landed_run, tmp_path):
     out = tmp_path / "cli-ds"
     sets = [a for s in landed_run.settings for a in ("--set", s)]
-    args = ["export", str(out), *sets, "--format", "verl", "--format", "hf"]
+    args = ["export", str(out), *sets, "--format", "verl", "--format", "hf", "--where", MECHANICS,
+            "--include-shortcuts", "--include-ambiguous", "--include-undetermined"]  # fmt: skip
     res = CliRunner().invoke(
         _cli(), [*args, "--run-id", landed_run.run_id, "--split-by", "cluster"]
     )
@@ -456,7 +500,7 @@ def test_cli_bad_filter_and_missing_catalog(landed_run, tmp_path):
     assert res.exit_code == 2
     first = res.stderr.splitlines()[0]
     assert first.startswith(
-        "error: filter '1=1; DROP TABLE t' over curriculum_quality: Parser Error"
+        "error: filter '1=1; DROP TABLE t' over curriculum_verdicts: Parser Error"
     )
     assert not out.exists()
     res = CliRunner().invoke(

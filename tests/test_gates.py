@@ -237,7 +237,8 @@ def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
     from pipeline.catalog.export_splits import drop_ambiguous, drop_shortcuts
 
     rows = [
-        {"record_id": "a", "shortcut": True, "closed_book_accuracy": 0.75},
+        {"record_id": "a", "shortcut": True, "shortcut_verdict": "fail",
+         "closed_book_accuracy": 0.75},
         {"record_id": "b", "shortcut": None, "unique_answer": None},  # single-hop, unchecked
         {"record_id": "c", "shortcut": False, "unique_answer": False,
          "answer_candidates": ["lyon", "paris"]},
@@ -251,6 +252,57 @@ def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
     assert [(d.record_id, d.reason, d.detail) for d in amb] == [
         ("c", "ambiguous_answer", "answers: lyon | paris")
     ]
+
+
+def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
+    from pipeline.catalog.export_splits import drop_undetermined
+    from pipeline.generation.gates import GateResult, set_verdicts
+    from pipeline.quality.gate_stats import verdict
+
+    assert verdict(False, True, True, True) == "off"
+    assert verdict(True, False, True, None) == "not_applicable"
+    assert verdict(True, True, False, False) == "undetermined"  # nothing measured: no pass
+    assert verdict(True, True, True, None) == "undetermined"
+    assert (verdict(True, True, True, True), verdict(True, True, True, False)) == ("fail", "pass")
+
+    def gated(gold_correct, shortcut, unique, hops=2):
+        res = GateResult()
+        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut,
+                           unique_answer=unique)  # fmt: skip
+        set_verdicts(res, True, True, hops, solved=True)
+        return res.columns["shortcut_verdict"], res.columns["uniqueness_verdict"]
+
+    # every rollout 0, closed book 0: no evidence either way, so neither gate passes
+    assert gated(0, False, True) == ("undetermined", "undetermined")
+    assert gated(1, False, True) == ("pass", "pass")
+    assert gated(2, True, False) == ("fail", "fail")
+    assert gated(1, None, True, hops=1) == ("not_applicable", "pass")
+    rows = [
+        {"record_id": "a", "shortcut_verdict": "undetermined", "uniqueness_verdict": "pass",
+         "gold_n": 1},
+        {"record_id": "b", "shortcut_verdict": "pass", "uniqueness_verdict": "pass"},
+    ]  # fmt: skip
+    kept, dropped = drop_undetermined(rows)
+    assert [r["record_id"] for r in kept] == ["b"]
+    assert (dropped[0].record_id, dropped[0].reason) == ("a", "undetermined")
+
+
+def test_gold_evidence_check_scores_any_answer_form(llm, shots):
+    """Real model: an answer given the gold evidence is correct when it matches any form."""
+    from pipeline.agents.verifier import VerifierItem
+    from pipeline.generation.gates import gold_evidence_check
+
+    s = shots[0]  # the model's own demonstration: copying the answer from context is easy
+    ev = "The first European to travel its full length was Francisco de Orellana."
+    items = [VerifierItem("r1", s.question, "Orellana", ev),
+             VerifierItem("r2", s.question, "Orellana", ev)]  # fmt: skip
+    out = gold_evidence_check(llm, items, [("Francisco de Orellana",), ()], shots, 1, 0.0, 12,
+                              7, lambda p: p)  # fmt: skip
+    preds = [r.rollouts[0]["predicted_answer"] for r in out]
+    assert preds[0] == preds[1] == "Francisco de Orellana", preds  # greedy, its own demo
+    assert out[0].columns["gold_n"] == 1 and out[0].rollouts[0]["check"] == "gold_evidence"
+    # the full name is an accepted form of r1's answer, not of r2's
+    assert [o.columns["gold_correct"] for o in out] == [1, 0]
 
 
 def test_landed_run_gates_views_match_their_rows(landed_run):
@@ -275,20 +327,43 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
             [landed_run.run_id],
         ).fetchall()
         steps = {s for (s,) in con.execute("SELECT DISTINCT step FROM shard_steps").fetchall()}
-        checked = con.execute(
+        judged, multi, gold, shortcut_rows = con.execute(
             "SELECT count(*) FILTER (WHERE shortcut IS NOT NULL), "
-            "count(*) FILTER (WHERE is_valid AND hop_count >= 2), "
-            "(SELECT count(*) FROM gate_rollouts WHERE run_id = ?) FROM curriculum "
-            "WHERE run_id = ?",
-            [landed_run.run_id, landed_run.run_id],
+            "count(*) FILTER (WHERE shortcut_verdict IN ('pass', 'fail')), "
+            "(SELECT count(*) FROM gate_rollouts g WHERE run_id = ? AND g.check = 'gold_evidence'),"
+            " (SELECT count(*) FROM gate_rollouts g WHERE run_id = ? "
+            "AND g.check <> 'gold_evidence') "
+            "FROM curriculum WHERE run_id = ?",
+            [landed_run.run_id] * 3,
         ).fetchone()
+        verdicts = con.execute(
+            "SELECT gold_correct, shortcut_verdict, uniqueness_verdict, len(kg_path.relations) "
+            "FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
+            [landed_run.run_id],
+        ).fetchall()
+        pairs_per_shard = con.execute(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM curriculum WHERE run_id = ? "
+            "AND verifier_v IS NOT NULL GROUP BY shard)",
+            [landed_run.run_id],
+        ).fetchone()[0]
     assert verified > 0
-    assert {"propose", "solve", "verify", "shortcut", "controls"} <= steps
-    assert checked[0] == checked[1] and checked[2] == checked[1] * 2 * 2  # shortcut_n=2
+    assert {"propose", "solve", "verify", "gold_evidence", "controls"} <= steps
+    # the shortcut rollouts ran exactly for the records it judged (shortcut_n=2, two checks)
+    assert judged == multi and shortcut_rows == judged * 2 * 2
+    assert ("shortcut" in steps) == (judged > 0)
+    assert gold == verified  # gates.gold_n = 1 answer with the gold evidence per record
+    for gold_correct, sc, un, hops in verdicts:
+        # nothing answered with the gold evidence: no gate may pass the record
+        assert (gold_correct == 0) == (un == "undetermined"), (gold_correct, un)
+        if gold_correct == 0:
+            assert sc in ("undetermined", "not_applicable")
+        if sc != "not_applicable":
+            assert (hops or 1) >= 2
     real = {(r, m): v for r, m, c, v in rows if c == "real"}
     methods = {m for _, m, _, _ in rows}  # teacher-forced runs also store the PMI variant
     assert len(real) == verified * len(methods)  # every verified record, every method
-    assert {c for _, _, c, _ in rows} == {"real", "shuffled", "answer_only", "off_topic"}
+    shuffled = {"shuffled"} if pairs_per_shard >= 2 else set()  # a derangement needs two
+    assert {c for _, _, c, _ in rows} == {"real", "answer_only", "off_topic"} | shuffled
     for method, records, auc, share in view:
         pairs = [(r, v) for (r, m), v in real.items() if m == method]
         shuf = [v for r, m, c, v in rows if m == method and c == "shuffled"]
@@ -298,3 +373,86 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
         assert share == pytest.approx(
             leakage_share([v for _, v in pairs], [ans[r] for r, _ in pairs])
         )
+
+
+def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, shots, tmp_path):
+    """configs/production.yaml's generation, verifier and gates settings (mc with m = 5,
+    n = 5 solver rollouts, 6 question samples, gold_n = 2, the 0.8 control quantile) on two
+    slots of the sample corpus, one linked to an authored KG path: only the model, the corpus
+    and the token budgets differ (CPU). Same targets, questions, gates and columns."""
+    import datetime as dt
+
+    from pipeline.agents.prompts import load_kg_shots
+    from pipeline.core.config import load_config
+    from pipeline.generation.shards import GenerationContext, process_shard
+    from pipeline.selector.run_plan import PlanItem
+    from tests.conftest import ROOT
+
+    cfg = load_config(
+        ROOT / "configs/production.yaml",
+        [f"store.out_dir={tmp_path}", "generation.proposer_max_tokens=32",
+         "generation.solver_max_tokens=16", "generation.max_turns=2",
+         "generation.answer_max_tokens=8"],
+    )  # fmt: skip
+    assert (cfg.verifier.method, cfg.rewards.n_solver, cfg.verifier.m) == ("mc", 5, 5)
+    titles = retriever.passages.table.column("title").to_pylist()
+    florence, leipzig = titles.index("Florence"), titles.index("Leipzig")
+    path = {
+        "nodes": [{"id": "Q2044", "label": "Florence"}, {"id": "Q1", "label": "Arno"},
+                  {"id": "Q2", "label": "Ligurian Sea"}],
+        "relations": [{"id": "P206", "label": "located in or next to body of water"},
+                      {"id": "P403", "label": "mouth of the watercourse"}],
+    }  # fmt: skip
+    sg = {"subgraph_id": "sg", "target_path": path, "waypoints": ["Q2044", "Q1"],
+          "answer_type": "Location", "answer_aliases": []}  # fmt: skip
+    pid = retriever.passages.get([florence, leipzig])
+    items = [
+        PlanItem(0, florence, pid[0][0], 0, "factual", 2, "sg"),
+        PlanItem(1, leipzig, pid[1][0], 1, "temporal", 1, None),
+    ]
+    ctx = GenerationContext(
+        cfg=cfg, store=None, generator=vllm_llm, retriever=retriever, run_id="prod",
+        run_date=dt.date(2026, 1, 2), embedder_model="e", shots=shots,
+        kg_shots=load_kg_shots(ROOT / cfg.generation.kg_few_shot), subgraphs={"sg": sg},
+        cluster_rows={0: [florence], 1: [leipzig]},
+    )  # fmt: skip
+    out = process_shard(ctx, 0, items)
+    kg, span = out.curriculum
+    # the KG slot asks for the path's end entity; P206 is many-valued, so the question starts
+    # at the Arno (one hop), and its evidence names both
+    assert (kg["evidence_mode"], kg["answer"]) == ("kg_path", "Ligurian Sea")
+    assert [n["label"] for n in kg["kg_path"]["nodes"]] == ["Arno", "Ligurian Sea"]
+    assert "Ligurian Sea" in kg["evidence"] and "Arno" in kg["evidence"]
+    # the passage slot asks for a date span of its own sentence
+    assert span["evidence_mode"] == "passage_span" and span["answer_span_kind"] == "date"
+    text = {p[0]: p[2] for p in retriever.passages.get([florence, leipzig])}
+    for r in out.curriculum:
+        src = text.get(r["evidence_passage_id"]) or retriever.search([r["evidence"]], 1)[0][0].text
+        assert src[r["evidence_char_start"] : r["evidence_char_end"]] == r["evidence"]
+        assert r["answer"] in r["evidence"] and r["question_attempts"] >= 1
+        assert r["v_threshold_quantile"] == 0.8
+        if r["is_valid"]:
+            assert r["verifier_method"] == "mc" and r["verifier_m"] == 5
+            assert r["solver_n"] == 5 and r["gold_n"] == 2
+            assert r["uniqueness_verdict"] in ("pass", "fail", "undetermined")
+            assert (r["uniqueness_verdict"] == "undetermined") == (r["gold_correct"] == 0)
+    steps = {s["step"] for s in out.shard_steps}
+    assert {"propose", "solve", "verify", "gold_evidence"} <= steps
+
+
+def test_shuffled_control_never_hands_a_record_its_own_evidence():
+    """Two slots of one subgraph share their evidence: a 'shuffled' control with that same
+    text is no control (it inflated the run's V bar), so the partner moves on along the
+    derangement's cycle, and with nothing else to take there is no shuffled control."""
+    from pipeline.agents.verifier import VerifierItem
+    from pipeline.generation.gates import _shuffled_partner
+    from pipeline.quality.gate_stats import derangement
+
+    same = "After 1945 Germany was divided, and in 1949 two states emerged."
+    pool = [VerifierItem(f"r{i}", "q?", "1949", same if i < 2 else f"other {i}") for i in range(4)]
+    shuffle = derangement(len(pool), 7)
+    for k, it in enumerate(pool):
+        other = _shuffled_partner(pool, shuffle, k)
+        assert other is not None and other.evidence != it.evidence
+    twins = pool[:2]
+    assert _shuffled_partner(twins, derangement(2, 7), 0) is None

@@ -268,7 +268,13 @@ def _curriculum_row(**values) -> dict:
             return dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
         return None
 
-    neutral = {"shortcut": False, "unique_answer": True}  # the LLM gates passed
+    neutral = {
+        "shortcut": False,
+        "unique_answer": True,
+        "shortcut_verdict": "pass",
+        "uniqueness_verdict": "pass",
+        "invalid_reason": None,
+    }  # the LLM gates passed
     return {**{f.name: default(f.type) for f in schema_for("curriculum")}, **neutral, **values}
 
 
@@ -315,7 +321,7 @@ def test_gates_are_committed_tables_that_the_views_read(gated):
         flagged = dict(con.execute("SELECT record_id, methods FROM contamination").fetchall())
         assert set(flagged) == set(FLAGGED)
         assert all(FLAGGED[rid] in methods for rid, methods in flagged.items())
-        funnel = con.execute("SELECT v_positive, not_contaminated FROM funnel").fetchone()
+        funnel = con.execute("SELECT above_v_threshold, not_contaminated FROM funnel").fetchone()
         assert funnel == (7, 7 - len(FLAGGED))
         dup = con.execute(
             "SELECT record_id, cluster_id, best_in_cluster FROM near_duplicates ORDER BY 1"
@@ -462,6 +468,6 @@ def test_nightly_quality_step_checks_the_landed_catalog(landed_run, tmp_path, re
         clustered = con.execute("SELECT count(*) FROM question_clusters").fetchone()[0]
         asked = con.execute("SELECT count(*) FROM curriculum WHERE trim(question) <> ''")
         assert clustered == asked.fetchone()[0] > 0
-        f = con.execute("SELECT v_positive, not_contaminated FROM funnel").fetchone()
+        f = con.execute("SELECT above_v_threshold, not_contaminated FROM funnel").fetchone()
         flagged = con.execute("SELECT count(*) FROM contamination").fetchone()[0]
     assert f[1] <= f[0] and f[0] - f[1] <= flagged

@@ -27,13 +27,60 @@ ROOT = Path(__file__).resolve().parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FUNNEL_ROWS = {
     "generated": "generated",
+    "posed": "posed (answer and evidence found)",
     "valid": "valid",
     "verbatim": "valid + verbatim",
-    "v_positive": "V > 0",
+    "above_v_threshold": "V above the controls' threshold",
     "not_contaminated": "not contaminated",
-    "not_shortcut": "not shortcut",
-    "unique_answer": "unique answer",
+    "not_shortcut": "shortcut gate passed",
+    "unique_answer": "uniqueness gate passed",
+    "accepted": "accepted (no duplicate question)",
 }
+NOT_POSED = ("no_supporting_passage", "no_answer_span", "many_valued_relation", "duplicate_target")
+
+
+def expected_funnel(con, run_id: str) -> dict[str, int]:
+    """The funnel recomputed in Python from the raw columns: the nearest-rank quantile of the
+    run's shuffled/off-topic control V under the run's method, then each stage in order, then
+    one record per normalised question (highest V, then smallest id)."""
+    import math
+
+    from pipeline.agents.rewards import normalize
+
+    rows = con.execute(
+        "SELECT record_id, question, is_valid, invalid_reason, is_verbatim, verifier_v, "
+        "verifier_method, v_threshold_quantile, shortcut_verdict, uniqueness_verdict "
+        "FROM curriculum WHERE run_id = ?", [run_id],
+    ).fetchall()  # fmt: skip
+    cols = ("id", "q", "valid", "reason", "verbatim", "v", "method", "quantile", "sc", "un")
+    recs = [dict(zip(cols, r, strict=True)) for r in rows]
+    method = next((r["method"] for r in recs if r["method"]), None)
+    ctl = sorted(
+        v for (v,) in con.execute(
+            "SELECT v FROM control_scores WHERE run_id = ? AND method = ? "
+            "AND control IN ('shuffled', 'off_topic')", [run_id, method],
+        ).fetchall()
+    )  # fmt: skip
+    q = recs[0]["quantile"] if recs else 0.0
+    bar = ctl[max(1, math.ceil(q * len(ctl))) - 1] if ctl else 0.0
+    stages = [
+        ("posed", lambda r: r["reason"] not in NOT_POSED),
+        ("valid", lambda r: r["valid"]),
+        ("verbatim", lambda r: r["verbatim"]),
+        ("above_v_threshold", lambda r: r["v"] is not None and r["v"] > bar),
+        ("not_contaminated", lambda r: True),  # no benchmark checked in these runs
+        ("not_shortcut", lambda r: r["sc"] not in ("fail", "undetermined")),
+        ("unique_answer", lambda r: r["un"] not in ("fail", "undetermined")),
+    ]
+    out, alive = {"generated": len(recs)}, recs
+    for name, keep in stages:
+        alive = [r for r in alive if keep(r)]
+        out[name] = len(alive)
+    best: dict[str, dict] = {}
+    for r in sorted(alive, key=lambda r: (-(r["v"] if r["v"] is not None else -9), r["id"])):
+        best.setdefault(normalize(r["q"]), r)
+    out["accepted"] = len(best)
+    return out
 
 
 def funnel_from_markdown(md: str) -> dict[str, int]:
@@ -105,11 +152,10 @@ def test_landed_report_funnel_matches_sql(landed_run, landed_report):
             SELECT count(*),
                    sum(CASE WHEN is_valid THEN 1 ELSE 0 END),
                    sum(CASE WHEN is_valid AND is_verbatim THEN 1 ELSE 0 END),
-                   sum(CASE WHEN is_valid AND is_verbatim AND verifier_v > 0 THEN 1 ELSE 0 END),
                    avg(verifier_v), avg(proposer_reward)
             FROM curriculum WHERE run_id = ?
         """
-        g, v, vb, vp, mean_v, mean_r = con.execute(sql, [landed_run.run_id]).fetchone()
+        g, v, vb, mean_v, mean_r = con.execute(sql, [landed_run.run_id]).fetchone()
         run = con.execute(
             "SELECT status, profile, config_hash FROM runs WHERE run_id = ?", [landed_run.run_id]
         ).fetchone()
@@ -144,16 +190,13 @@ def test_landed_report_funnel_matches_sql(landed_run, landed_report):
             [landed_run.run_id],
         ).fetchone()
 
-    expected = {"generated": g, "valid": v or 0, "verbatim": vb or 0, "v_positive": vp or 0}
-    expected["not_contaminated"] = expected["v_positive"]  # no benchmark checked in this run
     with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
-        expected["not_shortcut"], expected["unique_answer"] = con.execute(
-            "SELECT count(*) FILTER (WHERE NOT coalesce(shortcut, false)), "
-            "count(*) FILTER (WHERE NOT coalesce(shortcut, false) "
-            "AND coalesce(unique_answer, true)) FROM curriculum "
-            "WHERE run_id = ? AND is_valid AND is_verbatim AND verifier_v > 0",
-            [landed_run.run_id],
+        expected = expected_funnel(con, landed_run.run_id)
+        (accepted,) = con.execute(
+            "SELECT count(*) FROM accepted WHERE run_id = ?", [landed_run.run_id]
         ).fetchone()
+    assert expected["valid"] == (v or 0) and expected["verbatim"] == (vb or 0)
+    assert expected["accepted"] == accepted
     assert g == 6  # generation.num_sources=6 in LANDED_SETTINGS
     assert funnel_from_markdown(rep.markdown) == expected
     assert rep.funnel == expected
@@ -304,7 +347,8 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     records = [
         _row("curriculum", **common, record_id="a", hop_count=2, cluster_id=3, is_valid=True,
              is_verbatim=True, question="Which | pipe\nsplits?", answer="It", evidence="ev",
-             verifier_v=0.6, proposer_reward=0.9, shortcut=False, unique_answer=True),
+             verifier_v=0.6, proposer_reward=0.9, shortcut=False, unique_answer=True,
+             shortcut_verdict="pass", uniqueness_verdict="pass"),
         _row("curriculum", **common, record_id="b", hop_count=1, cluster_id=3, is_valid=False,
              invalid_reason="empty_answer", is_verbatim=False, verifier_v=None),
     ]  # fmt: skip
@@ -325,13 +369,18 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     md = rep.markdown
     assert rep.funnel == {
         "generated": 2,
+        "posed": 2,
         "valid": 1,
         "verbatim": 1,
-        "v_positive": 1,
+        "above_v_threshold": 1,
         "not_contaminated": 1,
         "not_shortcut": 1,
         "unique_answer": 1,
+        "accepted": 1,
     }
+    # no control scores: the bar is V > 0, and the report says where it came from
+    assert "V > +0.000 (x), the 0.00 quantile of 0 control scores" in md
+    assert "(source: none: no control scores, V > 0;" in md
     assert "| empty_answer | 1 |" in md
     assert "**Question:** Which \\| pipe splits?" in md  # one line, pipe escaped
     assert "### 1. V +0.600, R_pro 0.900 — 2-hop factual" in md
@@ -347,6 +396,80 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
     assert "### Clusters: 1 of ? drawn" in md  # no run_plan view: K unknown
     assert_real_pngs(rep)
     assert blue_pixels(rep.plots["wcr_vs_correct"]) > 200  # the correct rollouts' bars
+
+
+def test_v_threshold_from_controls_decides_the_accepted_set(tmp_path):
+    """Authored control scores -> the run's V bar -> the accepted set, which the funnel, the
+    summary and the export's default selection all read."""
+    from pipeline.catalog.export import export_curriculum
+
+    cfg = load_config(None, [])
+    store = Store(tmp_path / "out")
+    store.write_run(_run_record("thr", cfg))
+    ok = {"run_id": "thr", "task_type": "factual", "evidence_status": "verbatim",
+          "is_valid": True, "is_verbatim": True, "verifier_method": "teacher_forced_pmi",
+          "v_threshold_quantile": 0.75, "shortcut_verdict": "pass",
+          "uniqueness_verdict": "pass", "answer": "Bonn"}  # fmt: skip
+    vs = {"a": 0.9, "b": 0.35, "c": 0.2, "d": 0.5, "e": 0.6, "f": 0.8}
+    records = [
+        _row("curriculum", **ok, record_id=rid, source_passage_id=f"p{rid}",
+             question=f"Which city is record {rid} about?", verifier_v=v)
+        for rid, v in vs.items()
+    ]  # fmt: skip
+    records[3]["shortcut_verdict"] = "undetermined"  # d: no gold-evidence answer was correct
+    records[4]["uniqueness_verdict"] = "fail"  # e: ambiguous
+    records[5]["question"] = records[0]["question"].upper()  # f: a duplicate of a, lower V
+    # 8 control V under the run's method (4 shuffled, 4 off-topic) + another method's, ignored
+    ctl = [0.1, -0.2, 0.3, 0.0, 0.25, 0.4, -0.1, 0.05]
+    controls = [
+        _row("control_scores", run_id="thr", record_id=f"k{i}", method="teacher_forced_pmi",
+             control="shuffled" if i % 2 else "off_topic", v=v)
+        for i, v in enumerate(ctl)
+    ] + [_row("control_scores", run_id="thr", record_id="z", method="mc", control="shuffled",
+              v=5.0), _row("control_scores", run_id="thr", record_id="a",
+              method="teacher_forced_pmi", control="answer_only", v=5.0)]  # fmt: skip
+    day = dt.date(2026, 1, 2)
+    files = [
+        store.write_shard("curriculum", "thr", day, "00000", records),
+        store.write_shard("control_scores", "thr", day, "00000", controls),
+    ]
+    store.commit("thr", "00000", files)
+    catalog = store.refresh_catalog()
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        t = con.execute("SELECT * FROM verifier_thresholds").fetchone()
+        cols = [d[0] for d in con.description]
+        t = dict(zip(cols, t, strict=True))
+        # nearest rank: ceil(0.75 * 8) = 6th of the sorted 8 control V (0.25)
+        assert (t["control_scores"], t["v_threshold"], t["quantile"]) == (8, 0.25, 0.75)
+        verdicts = dict(
+            con.execute("SELECT record_id, rejected_by FROM curriculum_verdicts").fetchall()
+        )
+        assert expected_funnel(con, "thr")["accepted"] == 2
+    assert verdicts == {
+        "a": None, "b": None, "c": "below_v_threshold", "d": "shortcut_undetermined",
+        "e": "ambiguous", "f": "duplicate_question",
+    }  # fmt: skip
+    rep = write_run_report(catalog, store.run_dir("thr"), "thr")
+    assert rep.funnel["above_v_threshold"] == 5 and rep.funnel["accepted"] == 2
+    assert "the 0.75 quantile of 8 control scores" in rep.markdown
+    assert "it dropped 1 valid verbatim record(s)" in rep.markdown
+    assert "Undetermined (no answer correct even with the gold evidence; not accepted): " \
+           "shortcut gate 1" in rep.markdown  # fmt: skip
+    res = export_curriculum(catalog, tmp_path / "exp", formats=["jsonl"], validation_fraction=0)
+    assert res.counts["exported"] == 2
+    assert sorted(r["record_id"] for r in _jsonl_rows(tmp_path / "exp")) == ["a", "b"]
+    wide = export_curriculum(catalog, tmp_path / "exp2", formats=["jsonl"],
+                             validation_fraction=0, include_undetermined=True)  # fmt: skip
+    assert sorted(r["record_id"] for r in _jsonl_rows(tmp_path / "exp2")) == ["a", "b", "d"]
+    assert wide.manifest["llm_gates"]["undetermined_excluded"] is False
+
+
+def _jsonl_rows(export_dir: Path) -> list[dict]:
+    rows = []
+    for path in sorted(export_dir.rglob("*.jsonl")):
+        if path.name != "dropped.jsonl":
+            rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return rows
 
 
 def test_process_signals_in_report_and_export(tmp_path):

@@ -121,8 +121,9 @@ _PRONOUN = re.compile(
     r"band|group|company|island|state|region|party|book|work|prize|wall))\b",
     re.I,
 )
+_INNER_PRONOUN = re.compile(r"\b(he|she|him|they|them|his|its|their)\b")
 _PREP_DATE = re.compile(r"(?:\b(?:in|on|by|from|since|around|until|after|before) )$", re.I)
-_CLAUSE = re.compile(r", (?:and|but|while|whereas) (?=[a-z])|; ")
+_CLAUSE = re.compile(r", (?:and|but|while|whereas) |; ")
 
 
 def insitu_question(t: Target) -> str | None:
@@ -159,12 +160,17 @@ def _insitu(t: Target, before: str, after: str) -> str | None:
         phrase = f"how many{unit}"
     else:
         before = re.sub(r"\bthe $", "", before)
-        phrase = "whom" if re.search(r"\b(?:by|to|with|married)\s*$", before) else "what"
+        phrase = "whom" if re.search(r"\b(?:by|married)\s*$", before) else "what"
     q = f"{before}{phrase}{after}".strip()
     pro = _PRONOUN.match(q)
     if pro:
         owner = pro.group(1).lower() in ("his", "her", "its", "their")
         q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
+    elif not names_subject(q, t.subject):  # "... in 1836 he married" -> "... Richard Wagner"
+        m = _INNER_PRONOUN.search(q)
+        if m:
+            owner = m.group(1) in ("his", "its", "their")
+            q = q[: m.start()] + (f"{t.subject}'s" if owner else t.subject) + q[m.end() :]
     return f"{q[0].upper()}{q[1:]}?" if q else None
 
 

@@ -202,13 +202,62 @@ def question_reason(
     return None
 
 
+# Last words that name a kind of thing, not one thing ("Amazon River" is not named by "River").
+_GENERIC = frozenset(
+    [
+        "river",
+        "sea",
+        "lake",
+        "ocean",
+        "mountain",
+        "island",
+        "city",
+        "town",
+        "state",
+        "kingdom",
+        "republic",
+        "empire",
+        "college",
+        "university",
+        "school",
+        "museum",
+        "library",
+        "church",
+        "cathedral",
+        "prize",
+        "award",
+        "war",
+        "battle",
+        "wall",
+        "species",
+        "physics",
+        "chemistry",
+        "medicine",
+        "society",
+        "company",
+        "band",
+        "party",
+    ]
+)
+
+
 def names_subject(question: str, subject: str) -> bool:
     """The question names its subject: every content word of it, or all but one of a long
     one ('Amazon' does not name 'Amazon River'; 'University of Paris' names 'University of
-    Paris (1896-1968)')."""
+    Paris (1896-1968)'), or a person's surname as the question writes it ('Wagner' names
+    'Richard Wagner', 'McCartney' names 'Paul McCartney')."""
     words = [w for w in normalize(subject).split() if len(w) > 2 or w.isdigit()]
     if not words:
         return True
     q = f" {normalize(question)} "
     found = sum(f" {w} " in q for w in words)
-    return found == len(words) or (len(words) >= 3 and found >= len(words) - 1)
+    if found == len(words) or (len(words) >= 3 and found >= len(words) - 1):
+        return True
+    last = subject.split()[-1] if subject.split() else ""
+    return (
+        2 <= len(subject.split()) <= 3
+        and all(w[:1].isupper() for w in subject.split() if len(w) > 3)
+        and len(last) >= 4
+        and last.lower() not in _GENERIC
+        and re.search(rf"\b{re.escape(last)}\b", question) is not None
+    )

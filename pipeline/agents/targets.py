@@ -340,6 +340,18 @@ _NAME_STOP = frozenset(
         "There",
         "Today",
         "Later",
+        "Within",
+        "Under",
+        "Through",
+        "Across",
+        "Among",
+        "Despite",
+        "Although",
+        "Because",
+        "With",
+        "Without",
+        "As",
+        "At",
     ]
 )
 # Which span kinds each task type asks for, in order of preference.
@@ -369,7 +381,7 @@ def answer_spans(text: str, title: str) -> dict[str, list[tuple[int, int]]]:
     for m in _NAME_RE.finditer(text):
         words = m.group(0).split()
         start = m.start()
-        while words and words[0] in _NAME_STOP:
+        while words and (words[0] in _NAME_STOP or words[0].islower()):
             start = text.index(words[1], start + len(words[0])) if len(words) > 1 else start
             words = words[1:]
         words = [w.removesuffix("'s").removesuffix("’s") for w in words]

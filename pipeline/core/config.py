@@ -281,7 +281,9 @@ class GatesConfig(_Section):
     gold_n: int = Field(1, ge=1)
     # A record is accepted when its V exceeds this quantile of the V its run's shuffled and
     # off-topic controls get (view verifier_thresholds); without controls the bar is V > 0.
-    v_quantile: float = Field(0.9, ge=0.0, le=1.0)
+    # 0.8: with ~30 control scores a night, 0.9 is set by the three highest (a shuffled
+    # passage that happens to mention the answer), 0.8 still clears four in five.
+    v_quantile: float = Field(0.8, ge=0.0, le=1.0)
 
 
 class RewardConfig(_Section):
