@@ -196,7 +196,8 @@ def dataset_card(out: Path, formats: Sequence[str], settings: RewardSettings) ->
         + (f" + {settings.format_weight} * F_fmt" if settings.format_weight else ""),
         "(c: exact match of the last <answer> with the target or an alias; valid: a non-empty",
         "<answer>; g~: the share of the KG waypoints named in <think>, divided by the best in",
-        "the group scored together).",
+        "the group scored together). A base model without a chat template needs one set on",
+        "its tokenizer first (verl and TRL both apply it to the chat `prompt`).",
         "",
     ]
     if "verl" in formats:
