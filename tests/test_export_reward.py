@@ -447,7 +447,8 @@ def test_trl_signature_on_the_hf_export(export):
 def test_verl_loads_the_export_and_its_reward(export, tmp_path):
     """verl 0.9.1's RLHFDataset reads the verl parquet (the base Gemma tokenizer given a chat
     template) and verl's get_custom_reward_fn loads reward.py: gold 1, wrong 0, a wrong answer
-    naming waypoints WCR's partial credit, the numbers of the pipeline's functions."""
+    naming waypoints WCR's partial credit, the numbers of the pipeline's functions; verl's
+    NaiveRewardManager gives the same for the responses as tokens."""
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.trainer.ppo.reward import get_custom_reward_fn
@@ -500,4 +501,37 @@ def test_verl_loads_the_export_and_its_reward(export, tmp_path):
             for k, v in responses.items()
         }  # fmt: skip
         assert got == want == {"gold": 1.0, "wrong": 0.0, "partial": pytest.approx(0.3)}
+        # The same responses as tokens through verl's reward loop (decode, call, dict result).
+        managed = {k: naive_reward(tok, fn, row, v) for k, v in responses.items()}
+        assert {k: m["reward_score"] for k, m in managed.items()} == got
+        assert managed["partial"]["reward_extra_info"]["coverage"] == 0.5
         print(f"verl scores for {info['record_id']}: {got}")
+
+
+def naive_reward(tok, fn, row: dict, text: str) -> dict:
+    """verl's NaiveRewardManager (its reward loop's default) on one tokenized response."""
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    prompt = tok(row["prompt"][0]["content"], return_tensors="pt")["input_ids"]
+    resp = tok(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    pad = torch.full((1, 3), tok.pad_token_id, dtype=resp.dtype)  # right padding, masked
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": prompt,
+            "responses": torch.cat([resp, pad], 1),
+            "attention_mask": torch.cat(
+                [torch.ones_like(prompt), torch.ones_like(resp), torch.zeros_like(pad)], 1
+            ),
+        },
+        non_tensors={
+            "data_source": np.array([row["data_source"]], dtype=object),
+            "reward_model": np.array([row["reward_model"]], dtype=object),
+            "extra_info": np.array([dict(row["extra_info"])], dtype=object),
+        },
+    )
+    mgr = NaiveRewardManager(OmegaConf.create({}), tok, fn)
+    return mgr.loop.run_until_complete(mgr.run_single(data))
