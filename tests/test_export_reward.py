@@ -236,6 +236,27 @@ def test_reward_module_is_generated_from_rewards_py():
     assert "def difficulty(" not in block  # only what trainer_rewards needs
 
 
+def test_a_reward_function_needing_a_package_outside_the_standard_library_is_refused(tmp_path):
+    from types import SimpleNamespace
+
+    from pipeline.catalog.export_reward import RewardConfigError
+
+    path = tmp_path / "fake_rewards.py"
+    path.write_text(
+        "import re\nimport numpy as np\nimport yaml\n\n"
+        "def plain(x):\n    return re.sub('a', 'b', x)\n\n"
+        "def vector(x):\n    return np.asarray(x)\n",
+        encoding="utf-8",
+    )
+    fake = SimpleNamespace(__file__=str(path), __name__="fake_rewards")
+    assert (
+        copied_source(["plain"], fake)
+        == "import re\n\n\ndef plain(x):\n    return re.sub('a', 'b', x)\n"
+    )
+    with pytest.raises(RewardConfigError, match="imports numpy"):
+        copied_source(["vector"], fake)
+
+
 def test_the_prompts_own_demonstration_scores_full_reward(reward_file):
     mod = load_reward(reward_file)
     demo = re.search(r"<answer>(.*?)</answer>", SEARCH_R1_TEMPLATE)

@@ -101,8 +101,8 @@ def _defined(node: ast.stmt) -> list[str]:
 
 
 def copied_source(roots: Sequence[str], module=rewards) -> str:
-    """The module's imports and, in file order, the top-level definitions `roots` need
-    (transitively), verbatim. Refuses an import outside the standard library."""
+    """In file order and verbatim, the top-level definitions `roots` need (transitively) and
+    the module's imports they use. Refuses such an import outside the standard library."""
     text = Path(module.__file__).read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     tree = ast.parse(text)
@@ -117,19 +117,22 @@ def copied_source(roots: Sequence[str], module=rewards) -> str:
             continue
         need.add(name)
         todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs]
+    used = {n.id for name in need for n in ast.walk(defs[name]) if isinstance(n, ast.Name)}
     imports = []
     for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-                continue
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
-            outside = [m for m in mods if (m or "").split(".")[0] not in sys.stdlib_module_names]
-            if outside:
-                raise RewardConfigError(
-                    f"{module.__name__} imports {', '.join(outside)}: reward.py must stay "
-                    "standard-library only"
-                )
-            imports.append(_span(lines, node))
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        bound = {(a.asname or a.name).split(".")[0] for a in node.names}
+        if (isinstance(node, ast.ImportFrom) and node.module == "__future__") or not bound & used:
+            continue  # reward.py has no __future__ import (see the template); unused: left out
+        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+        outside = [m for m in mods if (m or "").split(".")[0] not in sys.stdlib_module_names]
+        if outside:
+            raise RewardConfigError(
+                f"{module.__name__} imports {', '.join(outside)} for the reward: reward.py "
+                "must stay standard-library only"
+            )
+        imports.append(_span(lines, node))
     body = [_span(lines, n) for n in tree.body if set(_defined(n)) & need]
     return "".join(imports) + "\n\n" + "\n\n".join(body)
 
