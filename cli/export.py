@@ -150,5 +150,6 @@ def export_command(
         paths = sorted({f["path"].split("/")[0] for f in m["files"] if f["format"] == fmt})
         typer.echo(f"  {fmt:5} {res.out / paths[0]}")
     typer.echo(f"  manifest {res.out / 'manifest.json'}")
+    typer.echo(f"  reward   {res.out / 'reward.py'} (verl: compute_score, TRL: curriculum_reward)")
     for w in res.warnings:
         typer.secho(f"warning: {w}", fg="yellow", err=True)

@@ -334,6 +334,111 @@ def wcr_rewards(
     return [wcr_reward(c, v, g, alpha) for c, v, g in zip(correct, valid, g_tilde, strict=True)]
 
 
+# ---- the solver reward a trainer computes (the export's reward.py, issue 31) -------------
+# A trainer sees only the response text: the answer, the turns and the tool responses are read
+# from the Search-R1 tags of the transcript, as the rollout engine writes it. The export copies
+# these functions (and those they call) into reward.py verbatim: keep them standard-library.
+
+_ANSWER_SPAN = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.DOTALL)
+_INFORMATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
+_SEARCH_QUERY = re.compile(r"<search>(.*?)(?:</search>|$)", re.DOTALL)
+
+
+def extract_answer(response: str | None) -> str | None:
+    """â: the text inside the response's last <answer>…</answer>, stripped (an unclosed final
+    <answer> runs to the end, as the rollout engine reads a turn cut at </answer>); None when
+    there is no <answer> tag. An empty "" is an answer tag without an answer (not valid)."""
+    spans = _ANSWER_SPAN.findall(response or "")
+    return spans[-1].strip() if spans else None
+
+
+def exact_match_any(prediction: str | None, answers: str | Sequence[str] | None) -> bool:
+    """EM against every accepted surface form of the answer (the target and its aliases): the
+    maximum of EM over the forms, so an alias scores exactly as the label does."""
+    forms = [answers] if isinstance(answers, str) else list(answers or ())
+    return any(exact_match(prediction, a) for a in forms)
+
+
+@dataclass(frozen=True)
+class TranscriptCounts:
+    assistant_turns: int  # texts between tool responses that hold anything
+    planning_turns: int  # of those, the ones opening with <think>
+    valid_tool_calls: int  # non-empty <search> queries
+    tool_responses: int  # <information> blocks
+    tool_text: str  # the tool responses' text, joined by newlines
+
+
+def transcript_counts(response: str | None) -> TranscriptCounts:
+    """F_fmt's counts of a Search-R1 transcript: assistant turns are the texts between the
+    <information> blocks the environment inserted (what `run_rollouts` appends after a search)."""
+    parts = _INFORMATION.split(response or "")
+    turns = [t for t in parts[0::2] if t.strip()]
+    queries = [q for t in turns for q in _SEARCH_QUERY.findall(t) if q.strip()]
+    return TranscriptCounts(
+        assistant_turns=len(turns),
+        planning_turns=sum(t.lstrip().startswith("<think>") for t in turns),
+        valid_tool_calls=len(queries),
+        tool_responses=len(parts) // 2,
+        tool_text="\n".join(parts[1::2]),
+    )
+
+
+def transcript_format_score(
+    question: str | None, response: str | None, evidence: str | None, hops: int
+) -> FormatScore:
+    """F_fmt (eq. 9) of a solver transcript: T_think, T_ass, T_tc and the responses from its
+    tags, Σ = the gold evidence and every tool response, the answer from `extract_answer`."""
+    c = transcript_counts(response)
+    context = (evidence or "") + "\n" + c.tool_text
+    return format_score(
+        question,
+        extract_answer(response),
+        context,
+        hops,
+        c.planning_turns,
+        c.assistant_turns,
+        c.valid_tool_calls,
+        c.tool_responses,
+    )
+
+
+@dataclass(frozen=True)
+class TrainerScore:
+    score: float  # R = c + α(1 − c)·valid·g̃ + format_weight·F_fmt
+    correct: bool  # c: EM of â against the target or an alias
+    valid: bool  # a non-empty <answer>
+    coverage: float  # g: share of the waypoints matched in the <think> text (0 without any)
+    wcr: float  # eq. 6's R (c included)
+    format: float  # F_fmt
+
+
+def trainer_rewards(
+    responses: Sequence[str],
+    answers: str | Sequence[str],
+    waypoints: Sequence[str | Sequence[str]] | None,
+    question: str | None = None,
+    evidence: str | None = None,
+    hops: int = 1,
+    alpha: float = 0.3,
+    format_weight: float = 0.0,
+) -> list[TrainerScore]:
+    """One question's group of responses scored as the solver scores its rollouts: c = EM of the
+    extracted answer (any accepted form), valid = a non-empty answer, g = waypoint coverage of
+    the think text (g = 0 for a question without waypoints), WCR over the group (g̃ = g / max
+    g; a group of one gets g̃ = 1 whenever g > 0), plus format_weight·F_fmt (0: F_fmt is only
+    reported)."""
+    preds = [extract_answer(r) for r in responses]
+    correct = [exact_match_any(p, answers) for p in preds]
+    valid = [bool(p) for p in preds]
+    cover = [waypoint_coverage(waypoints, think_text(r)) if waypoints else 0.0 for r in responses]
+    wcr = wcr_rewards(correct, valid, cover, alpha)
+    fmt = [transcript_format_score(question, r, evidence, hops).total for r in responses]
+    return [
+        TrainerScore(w + format_weight * f, c, v, g, w, f)
+        for w, c, v, g, f in zip(wcr, correct, valid, cover, fmt, strict=True)
+    ]
+
+
 # ---- EVO-RAG step-level signals (§3.3, §3.6, Table 2, appendix A) --------------------------
 # Section numbers here refer to ../shared/papers/evo-rag-step-rewards.txt (its equations are
 # unnumbered). Steps are SEARCH actions, indexed from 0 in lists and t = 1.. in the paper.

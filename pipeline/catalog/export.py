@@ -26,6 +26,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.catalog.export_reward import (
+    RewardConfigError,
+    reward_manifest,
+    reward_settings,
+    write_reward_files,
+)
 from pipeline.catalog.export_selection import (
     DEFAULT_WHERE,
     ExportError,
@@ -326,6 +332,10 @@ def export_curriculum(
     if not_done:
         warnings.append(f"run(s) not completed: {', '.join(not_done)}")
     warnings += _gate_warnings(sel, kept)
+    try:  # reward.py carries the runs' WCR alpha: one value per export
+        reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
+    except RewardConfigError as exc:
+        raise ExportError(str(exc), "export those runs separately (--run-id)") from exc
 
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
@@ -333,6 +343,8 @@ def export_curriculum(
         dropped += undetermined + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
+        for path in write_reward_files(tmp, out, fmts, reward):
+            files.append(_file_entry(tmp, path, None, None, None))
         counts = {
             "selected": len(sel.rows),
             "no_question_or_answer": len(unusable),
@@ -362,6 +374,7 @@ def export_curriculum(
             "ability": ability,
             "prompt_template": SEARCH_R1_TEMPLATE,
             "prompt_template_sha256": hashlib.sha256(SEARCH_R1_TEMPLATE.encode()).hexdigest(),
+            "reward": reward_manifest(reward),
             "runs": [
                 {**_jsonable(r), "records_exported": per_run.get(r["run_id"], 0)} for r in sel.runs
             ],
