@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
-from pipeline.agents.rewards import exact_match
+from pipeline.agents.rewards import exact_match_any
 from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
@@ -97,7 +97,7 @@ def gold_evidence_check(
         res = GateResult()
         for k, raw in enumerate(group):
             pred = raw.strip()
-            ok = any(exact_match(pred, a) for a in (it.answer, *forms))
+            ok = exact_match_any(pred, (it.answer, *forms))
             res.rollouts.append(
                 {
                     "rollout_id": f"{it.record_id}:gold_evidence:{k}",
