@@ -186,8 +186,9 @@ CURRICULUM = _schema(
         f(
             "question_source",
             pa.string(),
-            doc="llm | template (the path's relation labels, after every LLM sample failed) "
-            "| null (not posed, or no valid question)",
+            doc="llm | template (built by rules after no LLM sample passed: the KG path's "
+            "relation labels, or the evidence clause with the answer replaced) | null (not "
+            "posed, or no rule-built question)",
         ),
         f("question_attempts", pa.int32(), False, "LLM questions read (0: not posed)"),
         f("evidence_source", pa.string(), doc="source | retrieved | none"),

@@ -240,7 +240,7 @@ SELECT
     count(*) FILTER (WHERE rejected_by = 'uniqueness_undetermined') AS uniqueness_undetermined,
     count(*) FILTER (WHERE rejected_by IN ('duplicate_question', 'near_duplicate'))
         AS duplicates,
-    count(*) FILTER (WHERE question_source = 'template') AS template_questions,
+    count(*) FILTER (WHERE question_source = 'template' AND reached >= 2) AS template_questions,
     any_value(v_threshold) AS v_threshold,
     avg(verifier_v) AS mean_v,
     avg(verifier_v) FILTER (WHERE accepted) AS mean_v_accepted,

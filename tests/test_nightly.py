@@ -196,11 +196,15 @@ def test_second_run_continues_the_selector_state(tmp_path, landed_run):
     assert pulls[2] == pulls[1] + valid["night-2"]  # iteration 2 read iteration 1's counts
     used = con.execute("SELECT iteration, sum(uses) FROM selector_usage GROUP BY 1").fetchall()
     assert dict(used) == {1: 6, 2: 12}  # every draw counted, cumulatively
-    # The KG stage ran once (reused by the second run); linked records carry their path.
+    # The KG stage ran once (reused by the second run); linked records carry the end of their
+    # subgraph's target path (the hops the question follows, ending at the answer).
     assert con.execute("SELECT count(*) FROM subgraphs").fetchone()[0] >= 1
     bad = con.execute(
         """SELECT count(*) FROM curriculum c JOIN subgraphs s USING (subgraph_id)
-           WHERE c.kg_path IS DISTINCT FROM s.target_path
+           WHERE c.kg_path.nodes IS DISTINCT FROM list_slice(s.target_path.nodes,
+                     len(s.target_path.nodes) - len(c.kg_path.nodes) + 1, -1)
+              OR c.kg_path.relations IS DISTINCT FROM list_slice(s.target_path.relations,
+                     len(s.target_path.relations) - len(c.kg_path.relations) + 1, -1)
               OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
     ).fetchone()[0]
     assert bad == 0

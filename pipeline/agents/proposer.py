@@ -269,11 +269,13 @@ def propose(
         fallback = None
         if s.template_fallback:
             fallback = template_question(t) if t.kind == "kg" else insitu_question(t)
-        why = reason(fallback, t) if fallback else reasons[i][0]
         r = group[0]
-        q = fallback if fallback and why is None else r.final
+        # the question stored is the last one tried, with the reason it failed (if it did):
+        # the rule-built one when there is one, else the first sample (all are in raw output)
+        q, source = (fallback, "template") if fallback else (r.final, None)
+        why = reason(fallback, t) if fallback else reasons[i][0]
         results.append(
             ProposerResult(prompts[i], r, _proposal(t, q, r.transcript), why is None, why,
-                           len(group), "template" if fallback and why is None else None)
+                           len(group), source)
         )  # fmt: skip
     return results

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from pipeline.agents.rewards import contains, normalize, token_f1
+from pipeline.agents.rewards import contains, normalize, token_f1, validity
 
 # A text the solver never sees: the proposer's passage, sentence or "information".
 _UNSEEN = re.compile(
@@ -174,14 +174,13 @@ def question_reason(
     than `max_unsupported` content words outside it is a question about something else.
     `examples`: few-shot questions a base model tends to copy."""
     q, a = (question or "").strip(), (answer or "").strip()
-    if not normalize(q):
-        return "empty_question"
-    if not normalize(a):
-        return "empty_answer"
+    ok, why = validity(q, a)  # the paper's filter first: q, a non-empty, Norm(a) not in Norm(q)
+    if not ok:
+        return why
+    if any(contains(q, x) for x in aliases):
+        return "answer_in_question"
     if _DEBRIS.search(q) or _DEBRIS.search(a):
         return "format_debris"
-    if any(contains(q, x) for x in (a, *aliases)):
-        return "answer_in_question"
     if _UNSEEN.search(q):
         return "refers_to_unseen_text"
     if not q.endswith("?") or not _INTERROGATIVE.search(q):
