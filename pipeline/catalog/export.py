@@ -182,7 +182,7 @@ def select_records(
         con = connect_audit(catalog)
     except StoreError as exc:
         raise ExportError(
-            str(exc), "run `curriculum nightly` (same --profile/--set) first"
+            str(exc), exc.hint or "run `curriculum nightly` (same --profile/--set) first"
         ) from exc
     with con:
         if run_ids:  # only then is the list of known runs needed

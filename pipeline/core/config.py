@@ -12,7 +12,14 @@ from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
@@ -444,8 +451,10 @@ class PipelineConfig(_Section):
     @field_validator("profile")
     @classmethod
     def _profile_name(cls, v: str) -> str:
-        if not v or "/" in v:
-            raise ValueError("profile must be a short name such as 'embedded'")
+        from pipeline.core.identifiers import IDENTIFIER_RULE, is_identifier
+
+        if not is_identifier(v):  # it names runs: <date>-<profile>-<hash>
+            raise ValueError(f"profile must be a short name such as 'embedded' ({IDENTIFIER_RULE})")
         return v
 
     def resolve_path(self, value: str | None) -> Path | None:
@@ -475,9 +484,100 @@ class ConfigError(ValueError):
     """A profile or override that does not describe a valid configuration."""
 
 
+# A profile is a small hand-written file: these bounds are far above any real one (the
+# production profile has ~150 nodes, 5 KB) and far below what hurts. YAML aliases share one
+# node many times; a few hundred bytes of nested aliases ("billion laughs") stand for 10^9
+# nodes once expanded by anything that walks the document (validation, error messages).
+MAX_PROFILE_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000
+MAX_YAML_DEPTH = 64
+
+
+def _expanded_nodes(root: yaml.Node, where: str) -> None:
+    """Refuse a document whose nodes, aliases expanded, exceed MAX_YAML_NODES or nest deeper
+    than MAX_YAML_DEPTH. Sizes are memoised per node, so the check itself is linear in the
+    file, however many times an alias is used."""
+    sizes: dict[int, int] = {}
+    # Iterative post-order walk: (node, depth, children pushed yet?).
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, expanded = stack.pop()
+        if id(node) in sizes:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise ConfigError(f"{where}: YAML nested deeper than {MAX_YAML_DEPTH} levels")
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            sizes[id(node)] = 1
+            continue
+        if not expanded:
+            stack.append((node, depth, True))
+            stack.extend((c, depth + 1, False) for c in children if id(c) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(c), 1) for c in children)
+        if total > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{where}: YAML expands to more than {MAX_YAML_NODES:,} nodes (aliases "
+                "repeated inside aliases?); a profile is a small mapping of settings"
+            )
+        sizes[id(node)] = total
+
+
+def safe_load_bounded(text: str, where: str) -> Any:
+    """yaml.safe_load with alias expansion and nesting bounded (see MAX_YAML_NODES): any
+    malformed or oversized document is one ConfigError line naming `where`."""
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _expanded_nodes(node, where)
+            return loader.construct_document(node)
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())
+            raise ConfigError(f"{where}: not valid YAML: {detail[:300]}") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: YAML nested deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def read_profile_text(path: Path) -> str:
+    """A profile's text: a regular file of UTF-8 text under MAX_PROFILE_BYTES, else one
+    ConfigError line naming it (a directory, a device, a binary file, ...)."""
+    try:
+        if path.is_dir():
+            raise ConfigError(f"config profile {path} is a directory, not a YAML file")
+        if not path.is_file():
+            raise ConfigError(f"config profile {path} is not a regular file")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"config profile {path}: cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ConfigError(
+            f"config profile {path} is larger than {MAX_PROFILE_BYTES >> 20} MiB; "
+            "a profile is a small YAML file"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config profile {path} is not UTF-8 text (byte {exc.start + 1}); "
+            "a profile is a YAML file"
+        ) from None
+    if "\x00" in text:
+        raise ConfigError(f"config profile {path} is not text (it holds NUL bytes)")
+    return text
+
+
 def _parse_scalar(text: str) -> Any:
     # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
-    return yaml.safe_load(text) if text != "" else ""
+    return safe_load_bounded(text, f"override value {text[:40]!r}") if text != "" else ""
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -507,14 +607,25 @@ def load_config(
         path = PROJECT_ROOT / "configs" / f"{path}.yaml"
     if not path.exists():
         raise ConfigError(f"config profile not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    data = safe_load_bounded(read_profile_text(path), str(path)) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     apply_overrides(data, overrides or [])
     try:
         return PipelineConfig.model_validate(data)
-    except Exception as exc:  # pydantic.ValidationError: name the profile
-        raise ConfigError(f"{path}: invalid configuration:\n{exc}") from exc
+    except ValidationError as exc:  # name the profile and every bad key, on one line
+        raise ConfigError(f"{path}: invalid configuration: {_one_line(exc)}") from None
+
+
+def _one_line(exc: ValidationError, limit: int = 5) -> str:
+    """pydantic's errors as `key: message (got value)`, joined on one line; values are cut
+    (a hostile value must not flood the terminal) and shown escaped."""
+    parts = []
+    for err in exc.errors(include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = " ".join(str(err["msg"]).split())
+        got = err.get("input")
+        shown = "" if isinstance(got, dict | list) else f" (got {ascii(got)[:60]})"
+        parts.append(f"{loc}: {msg}{shown}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
