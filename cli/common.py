@@ -26,7 +26,9 @@ SetOpt = Annotated[
 ]
 LimitOpt = Annotated[
     int | None,
-    typer.Option("--limit", min=1, help="Rows printed per query (default: sql.max_rows)."),
+    typer.Option(
+        "--limit", min=1, max=1_000_000, help="Rows printed per query (default: sql.max_rows)."
+    ),
 ]
 FormatOpt = Annotated[
     Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")

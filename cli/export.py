@@ -120,6 +120,7 @@ def export_command(
             include_contaminated=include_contaminated,
             include_shortcuts=include_shortcuts,
             include_ambiguous=include_ambiguous,
+            limits=cfg.sql,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)

@@ -173,12 +173,9 @@ def sql(
     one fails naming it, exit 2, as does a statement DuckDB rejects."""
     import duckdb
 
-    from pipeline.catalog.bounded_sql import SQLLimitError, fetch_table
-    from pipeline.catalog.readonly_sql import (
-        UnsafeSQLError,
-        connect_audit,
-        read_only_statements,
-    )
+    from pipeline.catalog.bounded_sql import SQLLimitError
+    from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
+    from pipeline.catalog.sql_worker import BoundedSQL
     from pipeline.catalog.store import StoreError
     from pipeline.core.errors import first_line
 
@@ -186,17 +183,17 @@ def sql(
     limits = sql_limits(cfg, limit)
     try:
         statements = read_only_statements(query, where="query")
-        con = connect_audit(cfg.resolve_path(cfg.store.catalog), limits)
+        session = BoundedSQL(cfg.resolve_path(cfg.store.catalog), limits)
     except UnsafeSQLError as exc:
         fail(first_line(exc), exc.hint)
     except StoreError as exc:
         fail(str(exc), exc.hint or "run `make demo` (or `curriculum nightly`) first")
     tables = []
-    with con:
+    with session:
         for i, statement in enumerate(statements, 1):
             where = f"query: statement {i}"
             try:
-                tables.append(fetch_table(con, f"statement {i}", statement, limits, where=where))
+                tables.append(session.fetch(f"statement {i}", statement, where=where))
             except (SQLLimitError, duckdb.Error) as exc:
                 if tables:  # the statements before it keep their results
                     print_tables(tables, fmt)

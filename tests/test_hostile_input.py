@@ -201,31 +201,55 @@ def _catalog(tmp: Path, values: list[str]) -> Path:
     return path
 
 
-@given(st.lists(hostile_text.filter(lambda s: "\x00" not in s), min_size=1, max_size=5))
-@settings(max_examples=20, deadline=None)
-def test_sql_prints_exactly_what_is_stored(values):
+def _printed(values: list[str], fmt: str) -> str:
+    import contextlib
+    import io
+
+    from cli.sql_output import Format, print_tables
+    from pipeline.catalog.bounded_sql import Table
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_tables([Table("t", ["v"], [(v,) for v in values])], Format(fmt))
+    return buf.getvalue()
+
+
+def _check_printed(values: list[str], fmt: str, out: str) -> None:
+    import csv
+    import io
     import json
+
+    assert "\x1b" not in out and "\x9b" not in out and "\r" not in out
+    if fmt == "json":
+        assert [r["v"] for r in json.loads(out)["rows"]] == values
+    elif fmt == "csv":
+        rows = list(csv.reader(io.StringIO(out)))
+        assert [undisplay(r[0]) for r in rows[1:]] == values
+        assert out.count("\n") == len(values) + 1  # one line per value
+    else:
+        for v in values:
+            if len(display_text(v)) < 60:  # a longer one is folded over lines
+                assert display_text(v) in out
+
+
+@given(st.lists(hostile_text, min_size=1, max_size=5), st.sampled_from(["table", "csv", "json"]))
+@settings(max_examples=150, deadline=None)
+def test_query_results_print_exactly_what_is_stored(values, fmt):
+    _check_printed(values, fmt, _printed(values, fmt))
+
+
+@given(st.lists(hostile_text.filter(lambda s: "\x00" not in s), min_size=1, max_size=5))
+@settings(max_examples=4, deadline=None)
+def test_sql_command_prints_exactly_what_is_stored(values):
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         cat = _catalog(Path(tmp), values)
-        base = ["sql", "SELECT v FROM t ORDER BY i", "--set", f"store.catalog={cat}"]
         for fmt in ("table", "csv", "json"):
-            res = invoke(*base, "--format", fmt)
+            sql = "SELECT v FROM t ORDER BY i"
+            res = invoke("sql", sql, "--set", f"store.catalog={cat}", "--format", fmt)
             assert res.exit_code == 0, res.output
-            assert "\x1b" not in res.stdout and "\x9b" not in res.stdout
-            if fmt == "json":
-                assert [r["v"] for r in json.loads(res.stdout)["rows"]] == values
-            elif fmt == "csv":
-                import csv
-                import io
-
-                rows = list(csv.reader(io.StringIO(res.stdout)))
-                assert [undisplay(r[0]) for r in rows[1:]] == values
-            else:
-                for v in values:
-                    if len(display_text(v)) < 60:  # a long one is folded over lines
-                        assert display_text(v) in res.stdout
+            _check_printed(values, fmt, res.stdout)
 
 
 def test_audit_sql_shows_markup_literally_and_keeps_the_verdict(tmp_path):
@@ -360,3 +384,52 @@ def test_directory_as_dump_path_is_one_line(tmp_path):
 
 def test_typer_is_the_cli():  # the in-process runner drives the real `curriculum` app
     assert isinstance(app, typer.Typer)
+
+
+# ---- 3. limits that cannot be bypassed or configured away -------------------------------------
+
+
+def test_memory_limit_holds_for_allocations_duckdb_does_not_count(tmp_path):
+    cat = _catalog(tmp_path, ["x"])
+    sets = ["--set", f"store.catalog={cat}", "--set", "sql.memory_limit=500MB"]
+    bomb = "SELECT length(repeat('a', 2000000000))"
+    one_line_error(invoke("sql", bomb, *sets), "sql.memory_limit", "500MB")
+    q = tmp_path / "bomb.sql"
+    q.write_text(bomb + ";")
+    one_line_error(invoke("audit", "--sql", str(q), *sets), "sql.memory_limit", "500MB")
+
+
+def test_export_where_runs_under_the_sql_limits(tmp_path):
+    from pipeline.catalog.export import ExportError, select_records
+    from pipeline.core.config import SQLConfig
+
+    cat = tmp_path / "catalog.duckdb"
+    with duckdb.connect(str(cat)) as con:
+        con.execute("CREATE TABLE curriculum AS SELECT 'r1' AS record_id, 'a' AS run_id")
+    where = "length(repeat('a', 2000000000)) > 0"
+    with pytest.raises(ExportError, match=r"sql\.memory_limit"):
+        select_records(cat, where, limits=SQLConfig(memory_limit="500MB"))
+
+
+@given(
+    st.one_of(
+        st.builds(lambda n: f"sql.threads={n}", st.integers(8 * (os.cpu_count() or 1) + 1)),
+        st.sampled_from(["inf", "-inf", "nan", "1e300", "0", "-1"]).map(
+            lambda v: f"sql.timeout_s={v}"
+        ),
+        st.builds(lambda n: f"sql.max_rows={n}", st.integers(1_000_001)),
+        st.builds(lambda n: f"llm.serve.max_n={n}", st.integers(1025)),
+        st.builds(lambda n: f"retrieval.max_topk={n}", st.integers(10_001)),
+        st.sampled_from(["inf", "nan"]).map(lambda v: f"llm.serve.request_timeout_s={v}"),
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_limits_cannot_be_configured_away(override):
+    key = override.split("=")[0]
+    res = invoke("sql", "SELECT 1", "--set", override, "--set", "store.catalog=/nonexistent")
+    one_line_error(res, key, "invalid configuration")
+
+
+def test_limit_option_is_bounded():
+    res = invoke("sql", "SELECT 1", "--limit", "1000000000000")
+    assert res.exit_code == 2 and "--limit" in res.output

@@ -27,6 +27,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.catalog.bounded_sql import SQLLimitError
 from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
@@ -41,8 +42,9 @@ from pipeline.catalog.export_splits import (
     drop_unusable,
     shared_passages,
 )
-from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.store import StoreError
+from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
 from pipeline.core.io import atomic_dir, sha256_file
 from schemas.exports import (
@@ -174,10 +176,23 @@ def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
     return duckdb.ColumnExpression(column).isin(*(duckdb.ConstantExpression(v) for v in values))
 
 
+def _where_ids(catalog: str | Path, where: str, view: str, limits: SQLConfig | None) -> list[str]:
+    """Record ids of `view` matching the user's `--where`, evaluated on the bounded path for
+    user SQL (a memory-capped worker under the sql.* limits, see catalog/sql_worker.py)."""
+    from pipeline.catalog.sql_worker import BoundedSQL
+
+    with BoundedSQL(catalog, limits or SQLConfig()) as session:
+        return session.filter_column(view, where, "record_id")
+
+
 def select_records(
-    catalog: str | Path, where: str | None = DEFAULT_WHERE, run_ids: Sequence[str] = ()
+    catalog: str | Path,
+    where: str | None = DEFAULT_WHERE,
+    run_ids: Sequence[str] = (),
+    limits: SQLConfig | None = None,
 ) -> Selection:
-    """Rows of the curriculum view matching `where` (and `run_ids`), read-only."""
+    """Rows of the curriculum view matching `where` (and `run_ids`), read-only; `where` runs
+    under `limits` (default: the sql: section's defaults)."""
     try:
         con = connect_audit(catalog)
     except StoreError as exc:
@@ -199,12 +214,19 @@ def select_records(
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         source = "curriculum_quality" if gated else "curriculum"
         try:
-            rel = filter_relation(con, where, source)
+            rel = con.table(source)
+            if where is not None and where.strip():
+                ids = _where_ids(catalog, where, source, limits)
+                rel = rel.filter(
+                    _isin("record_id", ids) if ids else duckdb.ConstantExpression(False)
+                )
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
+        except SQLLimitError as exc:
+            raise ExportError(str(exc), exc.hint) from exc
         except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
@@ -331,6 +353,7 @@ def export_curriculum(
     include_contaminated: bool = False,
     include_shortcuts: bool = False,
     include_ambiguous: bool = False,
+    limits: SQLConfig | None = None,
 ) -> ExportResult:
     """Select, drop contaminated, shortcut and ambiguous records (unless `include_*`), dedupe
     questions and near-duplicate clusters, split, and write an export directory atomically."""
@@ -346,7 +369,7 @@ def export_curriculum(
     _check_target(out, overwrite)  # fail before the work, and again before the rename
     started = dt.datetime.now(dt.UTC)
 
-    sel = select_records(catalog, where, run_ids)
+    sel = select_records(catalog, where, run_ids, limits)
     scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
     if not sel.rows:
         raise ExportError(

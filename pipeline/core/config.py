@@ -7,6 +7,7 @@ whose hash goes into every record and the runs table.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,7 +48,23 @@ UNHASHED: dict = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No inf / nan anywhere: a limit of inf is no limit (and crashed sql.timeout_s's timer).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# Upper bounds of the limits an operator sets (issue 30: a limit must not be configurable
+# away). Generous for any real use, small enough that the machine survives the setting.
+DAY_S = 86_400.0
+GIB = 2**30
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+# Threads per DuckDB query at most: a multiple of the machine's cores (100,000 spawned
+# ~31,000 threads before the machine stalled).
+MAX_THREADS_PER_CORE = 8
 
 
 class CorpusConfig(_Section):
@@ -91,19 +108,19 @@ class RetrievalConfig(_Section):
     # Retrieval server (`curriculum index serve`): loopback unless deliberately exposed.
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    max_topk: int = Field(50, ge=1)
-    max_queries: int = Field(256, ge=1)
-    max_query_chars: int = Field(2048, ge=1)
+    max_topk: int = Field(50, ge=1, le=10_000)
+    max_queries: int = Field(256, ge=1, le=100_000)
+    max_query_chars: int = Field(2048, ge=1, le=1_000_000)
     # Larger request bodies get a 413 before they are held in memory.
-    max_body_bytes: int = Field(4 * 2**20, ge=1024)
+    max_body_bytes: int = Field(4 * 2**20, ge=1024, le=GIB)
     # Where generation searches: `local` loads the FAISS index in-process; `http` queries one
     # shared `curriculum index serve` at `url` (one per node at 21M passages), each rollout
     # turn's searches in one request, at most `concurrency` requests in flight, each retried
     # `retries` times (backoff from `retry_backoff_s`) on connect errors, timeouts, 429, 5xx.
     backend: Literal["local", "http"] = "local"
     url: str | None = None
-    concurrency: int = Field(4, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
+    concurrency: int = Field(4, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     retries: int = Field(5, ge=0)
     retry_backoff_s: float = Field(1.0, ge=0)
 
@@ -120,16 +137,16 @@ class RetrievalConfig(_Section):
 class LLMServeConfig(_Section):
     """Request limits of `curriculum llm serve` (pipeline.llm.openai_server)."""
 
-    max_prompts: int = Field(1024, ge=1)
-    max_n: int = Field(64, ge=1)
-    max_tokens: int = Field(4096, ge=1)
-    max_prompt_chars: int = Field(200_000, ge=1)
+    max_prompts: int = Field(1024, ge=1, le=100_000)
+    max_n: int = Field(64, ge=1, le=1024)
+    max_tokens: int = Field(4096, ge=1, le=1_048_576)
+    max_prompt_chars: int = Field(200_000, ge=1, le=100_000_000)
     # Per prompt, as usage.prompt_tokens counts them; /tokenize answers up to this many too.
-    max_prompt_tokens: int = Field(4096, ge=1)
+    max_prompt_tokens: int = Field(4096, ge=1, le=1_048_576)
     # Wall-clock seconds per request, queueing for the model included; then 504 and the work
     # stops at its next decode step (a client that disconnects stops it the same way).
-    request_timeout_s: float = Field(300.0, gt=0)
-    max_body_bytes: int = Field(16 * 2**20, ge=1024)
+    request_timeout_s: float = Field(300.0, gt=0, le=DAY_S)
+    max_body_bytes: int = Field(16 * 2**20, ge=1024, le=GIB)
 
 
 class LLMConfig(_Section):
@@ -383,14 +400,25 @@ class SQLConfig(_Section):
     run's records, so the section is left out of the config hash."""
 
     # Per statement, from its start to its last fetched row; the statement is interrupted.
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, le=7 * DAY_S)
     # DuckDB's memory_limit; work past it spills to disk (next to the catalog) up to
     # max_temp_size, then the query fails naming the limit.
     memory_limit: str = Field("2GB", pattern=_DUCKDB_MEMORY)
     max_temp_size: str = Field("4GB", pattern=_DUCKDB_SIZE)
-    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores)
+    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores); at most 8 per core
     # Rows printed per statement (fetched in batches; the rest is never materialised).
-    max_rows: int = Field(1000, ge=1)
+    max_rows: int = Field(1000, ge=1, le=1_000_000)
+
+    @field_validator("threads")
+    @classmethod
+    def _threads_within_the_machine(cls, v: int) -> int:
+        most = MAX_THREADS_PER_CORE * _cores()
+        if v > most:
+            raise ValueError(
+                f"at most {most} ({MAX_THREADS_PER_CORE} per core of this machine's "
+                f"{_cores()}); 0 = all cores"
+            )
+        return v
 
 
 class QualityConfig(_Section):

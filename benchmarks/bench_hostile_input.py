@@ -1,0 +1,99 @@
+"""Issue 30's memory targets, measured on the real `curriculum` command.
+
+1. `curriculum sql "SELECT length(repeat('a', 2000000000))" --set sql.memory_limit=500MB` on
+   a real DuckDB file: the peak RSS of the whole process tree (the CLI and its SQL worker),
+   sampled every 5 ms from /proc, and the error line (target: < 2 GB, the error names
+   sql.memory_limit). For comparison the same statement on a plain in-process DuckDB
+   connection with memory_limit=500MB (what `curriculum sql` did before), in a child process.
+2. `curriculum config show --profile bomb.yaml`, a 361-byte profile of nested aliases (9
+   levels of 9), against `curriculum config show` of the embedded profile: peak RSS of each
+   and the difference (target: < 300 MB above the CLI's baseline).
+
+    .venv/bin/python benchmarks/bench_hostile_input.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "cli"]
+BOMB_SQL = "SELECT length(repeat('a', 2000000000))"
+
+
+def tree_peak(cmd: list[str], interval: float = 0.005) -> tuple[float, int, str, float]:
+    """(peak RSS of the process and its descendants in MB, exit code, stderr, seconds)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    root, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        total = 0
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                total += p.memory_info().rss
+        peak = max(peak, total)
+        time.sleep(interval)
+    _, err = proc.communicate()
+    return peak / 2**20, proc.returncode, err.decode(errors="replace"), time.perf_counter() - start
+
+
+def sql_memory(tmp: Path) -> None:
+    import duckdb
+
+    cat = tmp / "catalog.duckdb"
+    with duckdb.connect(str(cat)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    sets = ["--set", f"store.catalog={cat}", "--set", "sql.memory_limit=500MB"]
+    base, *_ = tree_peak([*CLI, "sql", "SELECT 1", *sets])
+    peak, code, err, secs = tree_peak([*CLI, "sql", BOMB_SQL, *sets])
+    in_process = (
+        "import duckdb; c = duckdb.connect(); c.execute(\"SET memory_limit='500MB'\"); "
+        f'print(c.execute("{BOMB_SQL}").fetchall())'
+    )
+    old_peak, old_code, _, old_secs = tree_peak([sys.executable, "-c", in_process])
+    print("1. SELECT length(repeat('a', 2000000000)) under sql.memory_limit=500MB")
+    print(f"   curriculum sql:        peak {peak:7.0f} MB (baseline SELECT 1: {base:.0f} MB), "
+          f"exit {code}, {secs:.2f} s")  # fmt: skip
+    print(f"   error: {err.strip().splitlines()[0] if err.strip() else '(none)'}")
+    print(f"   in-process DuckDB:     peak {old_peak:7.0f} MB, exit {old_code}, {old_secs:.2f} s")
+    ok = peak < 2048 and code == 2 and "sql.memory_limit" in err
+    print(f"   target < 2048 MB and the error names sql.memory_limit: {'met' if ok else 'MISSED'}")
+
+
+def profile_memory(tmp: Path) -> None:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    prev = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    bomb = tmp / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\nsql: {threads: *i}\n")
+    base, *_ = tree_peak([*CLI, "config", "show"])
+    peak, code, err, secs = tree_peak([*CLI, "config", "show", "--profile", str(bomb)])
+    print(f"2. nested-alias profile ({bomb.stat().st_size} bytes, 9 levels of 9 aliases)")
+    print(f"   config show --profile bomb.yaml: peak {peak:.0f} MB, exit {code}, {secs:.2f} s")
+    print(f"   config show (baseline):          peak {base:.0f} MB")
+    print(f"   error: {err.strip().splitlines()[0]}")
+    ok = peak - base < 300 and code == 2
+    print(f"   above baseline {peak - base:+.0f} MB; target < 300 MB: {'met' if ok else 'MISSED'}")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        sql_memory(Path(tmp))
+        profile_memory(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
