@@ -433,3 +433,57 @@ def test_limits_cannot_be_configured_away(override):
 def test_limit_option_is_bounded():
     res = invoke("sql", "SELECT 1", "--limit", "1000000000000")
     assert res.exit_code == 2 and "--limit" in res.output
+
+
+# ---- 7. counts that agree with the rows stored ------------------------------------------------
+
+SAMPLE_DUMP = Path(__file__).resolve().parent.parent / "data" / "sample" / "wikidata_sample.json"
+
+
+@given(st.lists(st.integers(1, 200), min_size=1, max_size=4), st.integers(1, 3))
+@settings(max_examples=4, deadline=None)
+def test_kg_ingest_summary_counts_every_reject_row(picks, chunk_lines_k):
+    import re
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    lines = SAMPLE_DUMP.read_text().splitlines()
+    entity_lines = [ln for ln in lines if ln.startswith("{")]
+    dups = [entity_lines[i % len(entity_lines)].rstrip(",") for i in picks]
+    body = [ln.rstrip(",") for ln in entity_lines] + dups + ["this is not json"]
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = Path(tmp) / "dump.json"
+        dump.write_text("[\n" + ",\n".join(body) + "\n]\n")
+        out = Path(tmp) / "out"
+        res = invoke(
+            "kg", "ingest",
+            "--set", f"kg.dump_path={dump}", "--set", f"store.out_dir={out}",
+            "--set", f"kg.chunk_lines={50 * chunk_lines_k}", "--set", "kg.error_budget=0.5",
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        said = int(re.search(r"(\d+) rejects \(", res.output).group(1))
+        parts = list(out.glob("kg/*/rejects/part-*.parquet"))
+        stored = sum(pq.read_metadata(p).num_rows for p in parts)
+        assert said == stored, res.output
+        assert f"{len(set(picks))} duplicate entit" in res.output or len(set(picks)) != len(picks)
+
+
+@given(st.lists(st.text(max_size=20), min_size=1, max_size=8))
+@FAST
+def test_nul_characters_in_passages_are_removed_and_counted(tmp_path, texts):
+    import json
+    from collections import Counter
+
+    from pipeline.retrieval.corpus import iter_corpus
+
+    corpus = tmp_path / "c.jsonl"
+    rows = [{"id": str(i), "title": f"T{i}", "text": f"x{t}"} for i, t in enumerate(texts)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    counts: Counter = Counter()
+    out = list(iter_corpus(corpus, "plain", counts))
+    passages = [p for p in out if hasattr(p, "text")]
+    assert all("\x00" not in p.text and "\x00" not in p.title for p in passages)
+    with_nul = sum("\x00" in t for t in texts)
+    assert counts["NUL characters removed"] == with_nul
+    assert len(out) == len(texts)  # every line is a passage or a counted reject
