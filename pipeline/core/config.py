@@ -41,6 +41,7 @@ UNHASHED: dict = {
     "llm": {"serve": True},
     "retrieval": {
         "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes",
+        "max_request_s",
         # Where searches run: both backends give the same hits, so a run resumes on either.
         "backend", "url", "concurrency", "timeout_s", "retries", "retry_backoff_s",
     },
@@ -113,6 +114,8 @@ class RetrievalConfig(_Section):
     max_query_chars: int = Field(2048, ge=1, le=1_000_000)
     # Larger request bodies get a 413 before they are held in memory.
     max_body_bytes: int = Field(4 * 2**20, ge=1024, le=GIB)
+    # Wall-clock seconds per request, queueing included; then a 504 and the search stops.
+    max_request_s: float = Field(300.0, gt=0, le=DAY_S)
     # Where generation searches: `local` loads the FAISS index in-process; `http` queries one
     # shared `curriculum index serve` at `url` (one per node at 21M passages), each rollout
     # turn's searches in one request, at most `concurrency` requests in flight, each retried
@@ -147,6 +150,12 @@ class LLMServeConfig(_Section):
     # stops at its next decode step (a client that disconnects stops it the same way).
     request_timeout_s: float = Field(300.0, gt=0, le=DAY_S)
     max_body_bytes: int = Field(16 * 2**20, ge=1024, le=GIB)
+    # Sampled tokens one request may ask for (prompts x n x max_tokens): the KV cache of a
+    # request grows with it (Gemma-3-270M: 16 x 4096 is 2.4 GB), so 400 beyond it.
+    max_request_tokens: int = Field(32_768, ge=1, le=1 << 30)
+    # The same over every request queued or running; past it a request gets a 429 (retried
+    # by the HTTP backend) instead of queueing behind work the machine cannot hold.
+    max_tokens_in_flight: int = Field(131_072, ge=1, le=1 << 32)
 
 
 class LLMConfig(_Section):
