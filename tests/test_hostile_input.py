@@ -487,3 +487,16 @@ def test_nul_characters_in_passages_are_removed_and_counted(tmp_path, texts):
     with_nul = sum("\x00" in t for t in texts)
     assert counts["NUL characters removed"] == with_nul
     assert len(out) == len(texts)  # every line is a passage or a counted reject
+
+
+def test_export_where_is_still_one_expression_on_the_bounded_path(tmp_path):
+    from pipeline.catalog.export import ExportError, select_records
+
+    cat = tmp_path / "catalog.duckdb"
+    with duckdb.connect(str(cat)) as con:
+        con.execute("CREATE TABLE curriculum AS SELECT 'r1' AS record_id, 'a' AS run_id")
+    for where in ("true) UNION SELECT 1 --", "1; COPY curriculum TO 'x.csv'", "no_such_col"):
+        with pytest.raises(ExportError) as err:
+            select_records(cat, where)
+        assert "\n" not in str(err.value) and "--where" in (err.value.hint or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.duckdb"]

@@ -222,8 +222,11 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
     from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
     from pipeline.catalog.store import StoreError
 
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write to the protocol's stream
+    # The protocol gets its own copy of fd 1; fd 1 itself (anything DuckDB or a library might
+    # print) goes to stderr, so nothing else can ever write into the protocol's stream.
+    stdin, stdout = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     con, limits = None, None
 
     def reply(status: str, payload: Any) -> None:
