@@ -43,6 +43,7 @@ from pipeline.catalog.export_splits import (
     shared_passages,
 )
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
+from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.catalog.store import StoreError
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
@@ -176,15 +177,6 @@ def _isin(column: str, values: Sequence[str]) -> duckdb.Expression:
     return duckdb.ColumnExpression(column).isin(*(duckdb.ConstantExpression(v) for v in values))
 
 
-def _where_ids(catalog: str | Path, where: str, view: str, limits: SQLConfig | None) -> list[str]:
-    """Record ids of `view` matching the user's `--where`, evaluated on the bounded path for
-    user SQL (a memory-capped worker under the sql.* limits, see catalog/sql_worker.py)."""
-    from pipeline.catalog.sql_worker import BoundedSQL
-
-    with BoundedSQL(catalog, limits or SQLConfig()) as session:
-        return session.filter_column(view, where, "record_id")
-
-
 def select_records(
     catalog: str | Path,
     where: str | None = DEFAULT_WHERE,
@@ -214,12 +206,7 @@ def select_records(
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         source = "curriculum_quality" if gated else "curriculum"
         try:
-            rel = con.table(source)
-            if where is not None and where.strip():
-                ids = _where_ids(catalog, where, source, limits)
-                rel = rel.filter(
-                    _isin("record_id", ids) if ids else duckdb.ConstantExpression(False)
-                )
+            rel = bounded_filter(con, catalog, source, where, limits)  # the sql.* limits
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()

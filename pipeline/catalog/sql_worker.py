@@ -154,6 +154,25 @@ class BoundedSQL:
         self.close()
 
 
+def bounded_filter(
+    con, catalog: str | Path, view: str, predicate: str | None, limits: SQLConfig | None
+):
+    """`view` on the caller's connection narrowed to the rows whose `record_id` matches a
+    user predicate (`export --where`), the predicate evaluated by a worker under `limits`
+    (default: the sql: section's defaults); an empty predicate keeps every row."""
+    import duckdb
+
+    rel = con.table(view)
+    if predicate is None or not predicate.strip():
+        return rel
+    with BoundedSQL(catalog, limits or SQLConfig()) as session:
+        ids = session.filter_column(view, predicate, "record_id")
+    if not ids:
+        return rel.filter(duckdb.ConstantExpression(False))
+    col = duckdb.ColumnExpression("record_id")
+    return rel.filter(col.isin(*(duckdb.ConstantExpression(i) for i in ids)))
+
+
 def _read_exact(fh, n: int, deadline: float | None) -> bytes | None:
     out = bytearray()
     fd = fh.fileno()
@@ -275,4 +294,4 @@ if __name__ == "__main__":
     _serve()
 
 
-__all__ = ["BoundedSQL", "SQLWorkerError", "physical_memory", "size_bytes"]
+__all__ = ["BoundedSQL", "SQLWorkerError", "bounded_filter", "physical_memory", "size_bytes"]
