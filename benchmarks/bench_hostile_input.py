@@ -11,7 +11,10 @@
 3. Our LLM server (pipeline.llm.openai_server, transformers backend, embedded model): a
    `n=16, max_tokens=4096` request whose client goes away after 5 s, then a 1-token request:
    the server's RSS right after that request against its RSS before the abandoned one, and
-   how long the 1-token request waited (target: < 200 MB, < 2 s). `--server` runs only this.
+   how long the 1-token request waited (target: < 200 MB, < 2 s). `--server` runs 3 and 4.
+4. The retrieval server (`curriculum index serve` over the sample corpus's index, the real
+   embedder): 256 queries of 2,000 characters whose client goes away after 0.5 s, then one
+   short query: how long it waited, and the same request run to completion for comparison.
 
     .venv/bin/python benchmarks/bench_hostile_input.py [--server | --no-server]
 """
@@ -166,6 +169,54 @@ def server_abandon(tmp: Path, abandon_after_s: float = 5.0) -> None:
         proc.wait(timeout=60)
 
 
+def retrieval_abandon(tmp: Path) -> None:
+    import os
+    import socket
+
+    import httpx
+
+    from pipeline.core.config import load_config
+    from pipeline.retrieval.index_build import ensure_index
+
+    sets = [f"store.out_dir={tmp / 'out'}"]
+    ensure_index(load_config(None, sets), progress=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    cmd = [*CLI, "index", "serve", "--port", str(port), "--set", sets[0]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with (tmp / "retrieval.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.5)
+        words = "Vienna Danube Mozart symphony river castle emperor opera " * 40
+        big = {"queries": [f"{i} {words}"[:2000] for i in range(256)]}
+        small = {"queries": ["Where was Mozart born?"]}
+        httpx.post(f"{base}/retrieve", json=small, timeout=120).raise_for_status()
+        t = time.perf_counter()
+        httpx.post(f"{base}/retrieve", json=big, timeout=600).raise_for_status()
+        full = time.perf_counter() - t
+        client = httpx.Client(timeout=httpx.Timeout(0.5, connect=10))
+        with client, contextlib.suppress(httpx.ReadTimeout):
+            client.post(f"{base}/retrieve", json=big)
+        t = time.perf_counter()
+        res = httpx.post(f"{base}/retrieve", json=small, timeout=600)
+        waited = time.perf_counter() - t
+        print("4. retrieval server: 256 queries x 2,000 characters")
+        print(f"   run to completion: {full:.2f} s")
+        print(f"   abandoned after 0.5 s, then one short query: {res.status_code}, waited "
+              f"{waited:.2f} s")  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if "--server" not in sys.argv:
@@ -173,6 +224,7 @@ def main() -> None:
             profile_memory(Path(tmp))
         if "--no-server" not in sys.argv:
             server_abandon(Path(tmp))
+            retrieval_abandon(Path(tmp))
 
 
 if __name__ == "__main__":
