@@ -500,3 +500,30 @@ def test_export_where_is_still_one_expression_on_the_bounded_path(tmp_path):
             select_records(cat, where)
         assert "\n" not in str(err.value) and "--where" in (err.value.hint or "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.duckdb"]
+
+
+# ---- the README's exit-code promise, for every command it lists -------------------------------
+
+COMMANDS = [
+    ["nightly"], ["index", "build"], ["index", "search", "x"], ["index", "serve"],
+    ["kg", "ingest"], ["kg", "extract"], ["cluster"], ["sql", "SELECT 1"], ["audit", "funnel"],
+    ["report"], ["export", "/nonexistent/exp"], ["config", "show"], ["selector", "show"],
+    ["quality", "near-duplicates"], ["llm", "serve"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_every_command_answers_a_bad_profile_with_one_line_and_exit_2(tmp_path, command):
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00 not yaml")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb(9, 9))
+    for bad in (
+        ["--profile", str(binary)],
+        ["--profile", str(tmp_path)],
+        ["--profile", str(bomb)],
+        ["--set", "sql.threads=100000"],
+        ["--set", "llm.serve.request_timeout_s=inf"],
+    ):
+        one_line_error(invoke(*command, *bad))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin.yaml", "bomb.yaml"]
