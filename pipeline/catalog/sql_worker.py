@@ -225,7 +225,10 @@ def _rebuild(payload: tuple) -> BaseException:
 def _cap_address_space(limits: SQLConfig) -> None:
     import resource
 
-    pages = int(Path("/proc/self/statm").read_text().split()[0])
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+    except OSError:  # not Linux: no /proc to size the process by, DuckDB's own limit only
+        return
     now = pages * os.sysconf("SC_PAGE_SIZE")
     cap = now + min(size_bytes(limits.memory_limit), physical_memory()) + HEADROOM_BYTES
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
