@@ -11,8 +11,18 @@ from typing import Annotated
 
 import typer
 
-from cli.common import FormatOpt, LimitOpt, ProfileOpt, SetOpt, config_or_fail, fail, sql_limits
+from cli.common import (
+    FormatOpt,
+    LimitOpt,
+    ProfileOpt,
+    SetOpt,
+    config_or_fail,
+    fail,
+    identifier_or_fail,
+    sql_limits,
+)
 from cli.sql_output import Format, print_tables
+from pipeline.core.display import display_text
 
 
 def audit(
@@ -66,6 +76,7 @@ def audit(
         )
     if sql_file is not None and run_id is not None:
         fail("--run-id applies to named audits", "filter on run_id inside the SQL file")
+    run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
     limits = sql_limits(cfg, limit)
@@ -77,12 +88,12 @@ def audit(
     except (UnsafeSQLError, AuditError, SQLLimitError) as exc:  # DuckDB's: a caret display
         fail(first_line(exc), exc.hint)
     except StoreError as exc:
-        fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+        fail(str(exc), exc.hint or "run `make demo` (or `curriculum nightly`) first")
     print_tables(result.tables, fmt)
     # Keep stdout clean for piping; the verdict goes to stderr there.
     if result.passed is not None:  # report-only audits have no verdict to print
         color = "green" if result.passed else "red"
-        typer.secho(result.message, fg=color, err=fmt is not Format.table)
+        typer.secho(display_text(result.message), fg=color, err=fmt is not Format.table)
     raise typer.Exit(result.exit_code)
 
 

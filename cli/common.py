@@ -14,6 +14,7 @@ import typer
 from cli.sql_output import Format
 from pipeline.core.config import ConfigError, load_config
 from pipeline.core.errors import BadInputError
+from pipeline.core.identifiers import BadIdentifierError, check_identifier
 from pipeline.executors.base import ExecutorError
 
 ProfileOpt = Annotated[
@@ -25,7 +26,9 @@ SetOpt = Annotated[
 ]
 LimitOpt = Annotated[
     int | None,
-    typer.Option("--limit", min=1, help="Rows printed per query (default: sql.max_rows)."),
+    typer.Option(
+        "--limit", min=1, max=1_000_000, help="Rows printed per query (default: sql.max_rows)."
+    ),
 ]
 FormatOpt = Annotated[
     Format, typer.Option("--format", "-f", help="table, or csv / json for piping.")
@@ -41,6 +44,17 @@ def fail(msg: str, hint: str | None = None) -> NoReturn:
     if hint:
         typer.echo(f"hint: {hint}", err=True)
     raise typer.Exit(EXIT_USAGE)
+
+
+def identifier_or_fail(value: str | None, what: str = "run id") -> str | None:
+    """A run id (or other name that becomes a path) from the command line: the identifier
+    rule (pipeline.core.identifiers) or one line and exit 2; None passes."""
+    if value is None:
+        return None
+    try:
+        return check_identifier(value, what)
+    except BadIdentifierError as exc:
+        fail(str(exc), exc.hint)
 
 
 def sql_limits(cfg, limit: int | None):
@@ -96,6 +110,7 @@ __all__ = [
     "SetOpt",
     "config_or_fail",
     "fail",
+    "identifier_or_fail",
     "quiet_input_tracebacks",
     "sql_limits",
     "stage_errors",

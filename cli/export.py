@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from cli.common import ProfileOpt, SetOpt, config_or_fail, fail
+from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, identifier_or_fail
+from pipeline.core.display import display_text
 
 
 class ExportFormat(StrEnum):
@@ -107,6 +108,7 @@ def export_command(
     Questions are deduplicated by their normalised text and by near-duplicate cluster,
     records a benchmark check flagged are left out, and records sharing a passage never
     straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
+    run_ids = [identifier_or_fail(r) for r in run_ids or []]
     cfg = config_or_fail(profile, overrides)
     from pipeline.catalog.export import ExportError, export_curriculum
 
@@ -128,11 +130,12 @@ def export_command(
             include_shortcuts=include_shortcuts,
             include_ambiguous=include_ambiguous,
             include_undetermined=include_undetermined,
+            limits=cfg.sql,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)
     c, m = res.counts, res.manifest
-    runs = ", ".join(r["run_id"] for r in m["runs"])
+    runs = ", ".join(display_text(r["run_id"]) for r in m["runs"])
     typer.echo(
         f"exported {c['exported']} of {c['selected']} selected records from {len(m['runs'])} "
         f"run(s) ({runs}): train {c['train']}, validation {c['validation']} "
@@ -152,4 +155,4 @@ def export_command(
     typer.echo(f"  manifest {res.out / 'manifest.json'}")
     typer.echo(f"  reward   {res.out / 'reward.py'} (verl: compute_score, TRL: curriculum_reward)")
     for w in res.warnings:
-        typer.secho(f"warning: {w}", fg="yellow", err=True)
+        typer.secho(f"warning: {display_text(w)}", fg="yellow", err=True)

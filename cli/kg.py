@@ -33,9 +33,14 @@ def ingest_command(
     with stage_errors(HINT, "aborted: committed chunks are kept; rerun to resume"):
         rep = run_ingest(cfg, workers)
     state = "unchanged, reused" if rep.reused else f"{rep.seconds:.1f}s"
+    # One count of reject rows, the number the rejects table holds, with what makes it up.
+    parts = [f"{rep.rejects} bad line(s)"]
+    parts += [f"{rep.duplicates} duplicate entit(ies)"] if rep.duplicates else []
+    parts += [f"{rep.repaired} repaired line(s), entity kept"] if rep.repaired else []
     typer.echo(
         f"{rep.source_file}: {rep.lines} lines -> {rep.items} items, {rep.properties} "
-        f"properties, {rep.edges} truthy edges, {rep.rejects} rejects ({state})"
+        f"properties, {rep.edges} truthy edges, {rep.reject_rows} rejects "
+        f"({', '.join(parts)}) ({state})"
     )
     if rep.duplicates:
         typer.echo(f"  {rep.duplicates} later copies of an entity rejected (first copy kept)")

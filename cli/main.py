@@ -17,6 +17,7 @@ from cli.common import (
     SetOpt,
     config_or_fail,
     fail,
+    identifier_or_fail,
     quiet_input_tracebacks,
     sql_limits,
     stage_errors,
@@ -27,6 +28,7 @@ from cli.quality import quality_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
 from pipeline.core.config import ConfigError, load_config
+from pipeline.core.display import display_text
 from pipeline.core.errors import BadInputError
 from pipeline.executors.base import ExecutorError, check_address
 
@@ -94,12 +96,20 @@ def nightly_command(
     ] = None,
 ) -> None:
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
+    run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
     from pipeline.catalog.runs import choose_run
-    from pipeline.catalog.store import Store
+    from pipeline.catalog.store import Store, check_catalog_file
+    from pipeline.core.model_refs import check_model_refs
     from pipeline.core.run_control import RunInProgressError, store_run_lock
 
-    choice = choose_run(Store.from_config(cfg), cfg, run_id)
+    try:
+        check_model_refs(cfg)  # in seconds, not after the index is built
+        check_catalog_file(cfg.resolve_path(cfg.store.catalog), must_exist=False)
+        store = Store.from_config(cfg)
+    except BadInputError as exc:
+        fail(str(exc), exc.hint)
+    choice = choose_run(store, cfg, run_id)
     run_id = choice.run_id
     try:
         # Fail in a second, before importing Prefect and starting its server; the flow then
@@ -165,12 +175,9 @@ def sql(
     one fails naming it, exit 2, as does a statement DuckDB rejects."""
     import duckdb
 
-    from pipeline.catalog.bounded_sql import SQLLimitError, fetch_table
-    from pipeline.catalog.readonly_sql import (
-        UnsafeSQLError,
-        connect_audit,
-        read_only_statements,
-    )
+    from pipeline.catalog.bounded_sql import SQLLimitError
+    from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
+    from pipeline.catalog.sql_worker import BoundedSQL
     from pipeline.catalog.store import StoreError
     from pipeline.core.errors import first_line
 
@@ -178,17 +185,17 @@ def sql(
     limits = sql_limits(cfg, limit)
     try:
         statements = read_only_statements(query, where="query")
-        con = connect_audit(cfg.resolve_path(cfg.store.catalog), limits)
+        session = BoundedSQL(cfg.resolve_path(cfg.store.catalog), limits)
     except UnsafeSQLError as exc:
         fail(first_line(exc), exc.hint)
     except StoreError as exc:
-        fail(str(exc), "run `make demo` (or `curriculum nightly`) first")
+        fail(str(exc), exc.hint or "run `make demo` (or `curriculum nightly`) first")
     tables = []
-    with con:
+    with session:
         for i, statement in enumerate(statements, 1):
             where = f"query: statement {i}"
             try:
-                tables.append(fetch_table(con, f"statement {i}", statement, limits, where=where))
+                tables.append(session.fetch(f"statement {i}", statement, where=where))
             except (SQLLimitError, duckdb.Error) as exc:
                 if tables:  # the statements before it keep their results
                     print_tables(tables, fmt)
@@ -237,9 +244,10 @@ def index_search(
     cfg = config_or_fail(profile, overrides)
     retriever = _retriever(cfg)
     for q, hits in zip(queries, retriever.search(queries, k), strict=True):
-        typer.secho(f"> {q}", bold=True)
+        typer.secho(f"> {display_text(q)}", bold=True)
         for i, h in enumerate(hits, 1):
-            typer.echo(f"  {h.score:.4f}  Doc {i}(Title: {h.title}) {h.text[:160]}  [id {h.id}]")
+            title, text, id_ = (display_text(v) for v in (h.title, h.text[:160], h.id))
+            typer.echo(f"  {h.score:.4f}  Doc {i}(Title: {title}) {text}  [id {id_}]")
 
 
 @index_app.command("serve")
@@ -274,6 +282,10 @@ def llm_serve(
     the settings the offline engine would use. Point a trainer, or this pipeline with
     llm.backend=http, at http://HOST:PORT."""
     cfg = config_or_fail(profile, overrides)
+    from pipeline.core.model_refs import check_model_refs
+
+    with stage_errors("check the llm.* settings of the profile"):
+        check_model_refs(cfg)
     if cfg.llm.backend == "vllm":
         import shlex
 
@@ -345,7 +357,8 @@ def selector_show(
         typer.echo(f"  {'arm':>14} {'pulls':>8} {'mean':>8} {'ucb':>8}")
         for r, u in zip(arms, ucb, strict=True):
             mean = r["reward_sum"] / max(r["pulls"], 1)
-            typer.echo(f"  {r['arm']:>14} {r['pulls']:>8.0f} {mean:>8.3f} {u:>8.3f}")
+            arm = display_text(r["arm"])
+            typer.echo(f"  {arm:>14} {r['pulls']:>8.0f} {mean:>8.3f} {u:>8.3f}")
 
 
 @config_app.command("show")

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+from pipeline.core.display import display_text
 
 quality_app = typer.Typer(
     help="Quality gates over the catalog: benchmark decontamination, near-duplicate questions.",
@@ -85,13 +86,13 @@ def decontaminate_command(
         b = res.benchmark
         methods = ", ".join(f"{k} {v}" for k, v in res.by_method.items() if v)
         typer.echo(
-            f"{b.name}: {len(b.items)} items; {len(res.flagged)} contaminated record(s)"
-            + (f" ({methods})" if methods else "")
+            f"{display_text(b.name)}: {len(b.items)} items; "
+            f"{len(res.flagged)} contaminated record(s)" + (f" ({methods})" if methods else "")
         )
         for m in sorted(res.matches, key=lambda m: (m.record_id, -m.score))[:show]:
             typer.echo(
-                f"  {m.record_id}  {m.method:<15} {m.score:.3f}  item {m.item_id}: "
-                f"{m.benchmark_question[:80]!r}"
+                f"  {display_text(m.record_id)}  {m.method:<15} {m.score:.3f}  item "
+                f"{display_text(m.item_id)}: {display_text(m.benchmark_question[:80])}"
             )
         if len(res.matches) > show:
             typer.echo(f"  ... {len(res.matches) - show} more match(es)")

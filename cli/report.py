@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import ProfileOpt, SetOpt, config_or_fail, fail
+from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, identifier_or_fail
 
 
 def report(
@@ -26,13 +26,15 @@ def report(
     from pipeline.catalog.report import known_run_ids, write_run_report
     from pipeline.catalog.store import Store, StoreError
 
+    run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
     catalog = cfg.resolve_path(cfg.store.catalog)
     try:
         known = known_run_ids(catalog)  # oldest first: the newest is the default
         run_id = run_id or (known[-1] if known else None)
     except StoreError as exc:
-        fail(str(exc), "run `make demo` (or `curriculum nightly`) with the same profile first")
+        hint = "run `make demo` (or `curriculum nightly`) with the same profile first"
+        fail(str(exc), exc.hint or hint)
     except duckdb.IOException as exc:
         fail(f"cannot open the catalog {catalog}: {exc}", "is a nightly run landing right now?")
     if run_id is None:

@@ -1,5 +1,10 @@
 """Printing query results for `curriculum sql` and `curriculum audit`: a table for people,
-csv / json for pipes, and a note on stderr when a result was cut at its row limit."""
+csv / json for pipes, and a note on stderr when a result was cut at its row limit.
+
+Values are untrusted text (pipeline.core.display): the table and csv show every value, column
+name and title through `display_text` (control characters escaped, a backslash doubled) with
+Rich's markup off; json keeps the exact values, its control and separator characters written
+as JSON `\\uXXXX` escapes, so no raw control byte reaches stdout in any format."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import typer
+
+from pipeline.core.display import display_text, escape_text
 
 if TYPE_CHECKING:  # the CLI imports this module at start-up; duckdb loads on first query
     from pipeline.catalog.bounded_sql import Table
@@ -22,7 +29,19 @@ class Format(StrEnum):
 
 
 def _cell(v: Any) -> str:
-    return "NULL" if v is None else str(v)
+    return display_text(v)
+
+
+def _json_safe(doc: str) -> str:
+    """orjson escapes C0 controls inside strings but writes DEL and non-ASCII characters raw;
+    the ones a terminal acts on (DEL, C1 controls, line separators, bidi overrides) become
+    `\\uXXXX` escapes, which JSON reads back as the same characters. Outside strings JSON text
+    is ASCII (the indentation's newlines stay), so only string contents change."""
+    if doc.isascii() and "\x7f" not in doc:
+        return doc
+    return "".join(
+        f"\\u{ord(ch):04x}" if ord(ch) >= 0x7F and escape_text(ch) != ch else ch for ch in doc
+    )
 
 
 def print_tables(tables: list[Table], fmt: Format) -> None:
@@ -47,28 +66,34 @@ def _print(tables: list[Table], fmt: Format) -> None:
             for t in tables
         ]
         opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-        typer.echo(orjson.dumps(doc if len(doc) != 1 else doc[0], default=str, option=opts))
+        text = orjson.dumps(doc if len(doc) != 1 else doc[0], default=str, option=opts)
+        typer.echo(_json_safe(text.decode("utf-8")))
         return
     if fmt is Format.csv:
         for i, t in enumerate(tables):
             buf = io.StringIO()
             w = csv.writer(buf, lineterminator="\n")
             if len(tables) > 1:
-                buf.write(("\n" if i else "") + f"# {t.title}\n")
-            w.writerow(t.columns)
-            w.writerows(["" if v is None else v for v in r] for r in t.rows)
+                buf.write(("\n" if i else "") + f"# {display_text(t.title)}\n")
+            w.writerow([display_text(c) for c in t.columns])
+            w.writerows([display_text(v, null="") for v in r] for r in t.rows)
             typer.echo(buf.getvalue(), nl=False)
         return
     from rich.console import Console
     from rich.table import Table as RichTable
+    from rich.text import Text
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    # Markup, emoji codes and highlighting off; every string below is a Text, never parsed.
+    console = Console(
+        width=None if sys.stdout.isatty() else 200, markup=False, emoji=False, highlight=False
+    )
     for t in tables:
-        table = RichTable(title=t.title, title_justify="left", show_lines=False)
+        title = Text(display_text(t.title))
+        table = RichTable(title=title, title_justify="left", show_lines=False)
         for c in t.columns:
-            table.add_column(c, overflow="fold")
+            table.add_column(Text(display_text(c)), overflow="fold")
         for r in t.rows:
-            table.add_row(*(_cell(v) for v in r))
+            table.add_row(*(Text(_cell(v)) for v in r))
         console.print(table)
         if not t.rows:
             console.print("  (no rows)")

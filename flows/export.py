@@ -33,6 +33,7 @@ def export(
         validation_fraction=validation_fraction,
         split_by=split_by,
         overwrite=overwrite,
+        limits=cfg.sql,
     )
     lines = [f"# Export {res.out}", "", f"filter: `{where}`", ""]
     lines += [f"- {k}: {v}" for k, v in res.counts.items()]

@@ -29,13 +29,16 @@ def extract_subgraphs(
     log = get_run_logger()
     rep = ingest_task(cfg)
     log.info(
-        "dump %s: %d items, %d properties, %d edges, %d rejects, %d duplicate entities (%s)",
+        "dump %s: %d items, %d properties, %d edges, %d rejects (%d bad lines, %d duplicate "
+        "entities, %d repaired lines) (%s)",
         rep.source_file,
         rep.items,
         rep.properties,
         rep.edges,
+        rep.reject_rows,
         rep.rejects,
         rep.duplicates,
+        rep.repaired,
         "reused" if rep.reused else f"{rep.seconds:.1f}s",
     )
     res = extract_task(cfg, locate_corpus(cfg))

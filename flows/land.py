@@ -10,6 +10,7 @@ from flows.nightly import land_task
 from flows.report import report_task
 from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
+from pipeline.core.identifiers import check_identifier
 from pipeline.retrieval.index_build import find_index
 from pipeline.run_context import RunContext
 from pipeline.stages import RunSummary, find_kg
@@ -22,6 +23,8 @@ def land(
     run_id: str | None = None,
 ) -> RunSummary:
     """Refresh the catalog; report on `run_id` (default: the newest run in the store)."""
+    if run_id is not None:
+        check_identifier(run_id, "run id")
     cfg = load_config(profile, overrides or [])
     store = Store.from_config(cfg)
     run_id = run_id or store.latest_run_id()

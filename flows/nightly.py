@@ -14,8 +14,9 @@ from prefect.cache_policies import NO_CACHE
 from flows.report import report_task
 from flows.retry import RETRY
 from pipeline.catalog.runs import choose_run
-from pipeline.catalog.store import Store
+from pipeline.catalog.store import Store, check_catalog_file
 from pipeline.core.config import load_config
+from pipeline.core.identifiers import check_identifier
 from pipeline.core.run_control import StopRequest, store_run_lock
 from pipeline.executors import open_executor
 from pipeline.generation.run import GenerationReport
@@ -109,9 +110,14 @@ def nightly(
     run_id: str | None = None,
 ) -> RunSummary:
     """One self-evolution iteration on the configured corpus; rerun with the same id resumes
-    (without one, the latest run of this configuration resumes if it did not complete)."""
+    (without one, the latest run of this configuration resumes if it did not complete).
+    `run_id` may come from a deployment's parameters: it must be a name (the identifier rule),
+    checked before anything is loaded or written."""
+    if run_id is not None:
+        check_identifier(run_id, "run id")
     cfg = load_config(profile, overrides or [])
     store = Store.from_config(cfg)  # the run's one Store, handed to every stage in ctx
+    check_catalog_file(store.catalog_path, must_exist=False)  # before hours of work, not after
     choice = choose_run(store, cfg, run_id)
     stop = StopRequest()
     # One run per store at a time (fails fast naming the holder); signals ask for a clean stop.

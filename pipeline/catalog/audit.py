@@ -4,8 +4,9 @@ An audit is a few SELECTs over the views and macros of `schemas/views.sql`, a de
 where one makes sense, a pass/fail rule: `evidence` fails when a verbatim record's span is not
 the recorded slice of its recorded source passage, `leakage` when a valid record's answer
 occurs in its question, `runs` when records carry another configuration than their run.
-Every query goes through `read_only_statements` (DuckDB's parser: SELECT / EXPLAIN only) and a
-`connect_audit` connection; an ad-hoc file is checked whole before any statement runs.
+Every query goes through `read_only_statements` (DuckDB's parser: SELECT / EXPLAIN only) and
+runs on a `connect_audit` connection in a memory-capped worker process (`sql_worker`); an
+ad-hoc file is checked whole before any statement runs.
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.catalog.bounded_sql import SQLLimitError, Table, fetch_table
-from pipeline.catalog.readonly_sql import (
-    UnsafeSQLError,
-    connect_audit,
-    read_only_statements,
-)
+from pipeline.catalog.bounded_sql import SQLLimitError, Table
+from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
+from pipeline.catalog.sql_worker import BoundedSQL
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import HintedError, first_line
 
@@ -328,11 +326,15 @@ def list_audits() -> list[tuple[str, str]]:
     return [(a.name, a.description) for a in AUDITS.values()]
 
 
-def _known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    rows = con.execute(
-        "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum ORDER BY 1"
-    ).fetchall()
-    return [r[0] for r in rows]
+_RUN_IDS = "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum"
+
+
+def _unknown_run(session: BoundedSQL, run_id: str) -> list[str] | None:
+    """None when `run_id` is in the catalog, else the runs it has (the first sql.max_rows)."""
+    known = f"SELECT $run_id IN ({_RUN_IDS}) AS known"
+    if session.fetch("run", known, {"run_id": run_id}, "known runs").rows[0][0]:
+        return None
+    return session.fetch("runs", f"{_RUN_IDS} ORDER BY 1", where="known runs").column("run_id")
 
 
 def run_audit(
@@ -349,14 +351,14 @@ def run_audit(
         )
     # Registry SQL is ours, but it takes the same gate as an auditor's file.
     checked = [(t, read_only_statements(q, where=f"audit {name}")) for t, q in audit.queries]
-    with connect_audit(catalog, limits) as con:
+    with BoundedSQL(catalog, limits) as session:
         try:
-            if run_id is not None and run_id not in (known := _known_runs(con)):
+            if run_id is not None and (known := _unknown_run(session, run_id)) is not None:
                 raise AuditError(
                     f"no run {run_id!r} in {catalog}; runs: {', '.join(known) or 'none'}"
                 )
             tables = [
-                fetch_table(con, title, stmt, limits, {"run_id": run_id}, f"audit {name}: {title}")
+                session.fetch(title, stmt, {"run_id": run_id}, f"audit {name}: {title}")
                 for title, stmts in checked
                 for stmt in stmts
             ]
@@ -394,11 +396,11 @@ def run_sql_file(
         raise AuditError(f"{path}: not UTF-8 text (invalid byte at offset {exc.start})") from None
     statements = read_only_statements(text, where=str(path))
     tables = []
-    with connect_audit(catalog, limits) as con:
+    with BoundedSQL(catalog, limits) as session:
         for i, stmt in enumerate(statements, 1):
             title, where = f"{path.name} statement {i}", f"{path}: statement {i}"
             try:
-                tables.append(fetch_table(con, title, stmt, limits, where=where))
+                tables.append(session.fetch(title, stmt, where=where))
             except duckdb.Error as exc:
                 raise AuditError(f"{where}: {first_line(exc)}") from exc
     return tables

@@ -53,6 +53,7 @@ from pipeline.catalog.export_splits import (
     drop_unusable,
     shared_passages,
 )
+from pipeline.core.config import SQLConfig
 from pipeline.core.io import atomic_dir, sha256_file
 from schemas.exports import (
     EXPORT_VERSION,
@@ -253,6 +254,7 @@ def export_curriculum(
     include_shortcuts: bool = False,
     include_ambiguous: bool = False,
     include_undetermined: bool = False,
+    limits: SQLConfig | None = None,
 ) -> ExportResult:
     """Select (the accepted records by default), drop contaminated, shortcut, ambiguous and
     undetermined records (unless `include_*`), dedupe questions and near-duplicate clusters,
@@ -276,7 +278,7 @@ def export_curriculum(
     default = where == DEFAULT_WHERE
     if default:
         where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, run_ids, rejections=default)
+    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
     where = sel.where
     scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
     if not sel.rows:

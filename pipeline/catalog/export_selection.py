@@ -15,10 +15,13 @@ from typing import Any
 
 import duckdb
 
+from pipeline.catalog.bounded_sql import SQLLimitError
 from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_splits import Dropped
-from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
+from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
+from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.catalog.store import StoreError
+from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
 from schemas.exports import QUALITY_COLUMNS, SOURCE_COLUMNS
 
@@ -78,14 +81,16 @@ def select_records(
     where: str | None = DEFAULT_WHERE,
     run_ids: Sequence[str] = (),
     rejections: bool = False,
+    limits: SQLConfig | None = None,
 ) -> Selection:
-    """Rows of the curriculum view matching `where` (and `run_ids`), read-only; with
-    `rejections`, also the valid verbatim records it leaves out, with the view's reasons."""
+    """Rows of the curriculum view matching `where` (and `run_ids`), read-only, `where` under
+    `limits` (default: the sql: section's defaults); with `rejections`, also the valid
+    verbatim records it leaves out, with the view's reasons."""
     try:
         con = connect_audit(catalog)
     except StoreError as exc:
         raise ExportError(
-            str(exc), "run `curriculum nightly` (same --profile/--set) first"
+            str(exc), exc.hint or "run `curriculum nightly` (same --profile/--set) first"
         ) from exc
     with con:
         if run_ids:  # only then is the list of known runs needed
@@ -104,12 +109,14 @@ def select_records(
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         try:
-            rel = filter_relation(con, where, source)
+            rel = bounded_filter(con, catalog, source, where, limits)  # the sql.* limits
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
+        except SQLLimitError as exc:
+            raise ExportError(str(exc), exc.hint) from exc
         except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT

@@ -7,6 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from pipeline.catalog.store import Store
+from pipeline.core.identifiers import check_identifier
 from pipeline.core.io import atomic_write_bytes, utcnow
 from schemas.tables import SCHEMA_VERSION
 
@@ -41,7 +42,7 @@ def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
     (same config hash) if it did not complete or its selector feedback is pending, so a run
     that crashed before midnight resumes after it; else a new run named by today's date."""
     if run_id:
-        return RunChoice(run_id)
+        return RunChoice(check_identifier(run_id, "run id"))
     latest = store.latest_run(cfg.config_hash())
     if latest is None:
         return RunChoice(default_run_id(cfg))
@@ -69,8 +70,10 @@ def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
             "choose another --run-id or the original configuration"
         )
     run_dir = store.run_dir(run_id)
-    atomic_write_bytes(run_dir / "config.yaml", cfg.to_yaml().encode())
-    atomic_write_bytes(run_dir / "config_hash", (cfg.config_hash() + "\n").encode())
+    atomic_write_bytes(run_dir / "config.yaml", cfg.to_yaml().encode(), within=store.root)
+    atomic_write_bytes(
+        run_dir / "config_hash", (cfg.config_hash() + "\n").encode(), within=store.root
+    )
     record = {
         "run_id": run_id,
         "run_date": prev["run_date"] if prev else utcnow().date(),

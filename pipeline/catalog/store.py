@@ -25,7 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.contracts import check_schema, conform, read_shard
-from pipeline.core.io import atomic_path, sha256_file, utcnow, write_parquet_atomic
+from pipeline.core.errors import BadInputError
+from pipeline.core.identifiers import check_identifier, is_identifier
+from pipeline.core.io import atomic_path, path_within, sha256_file, utcnow, write_parquet_atomic
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,38 @@ SHARDED_TABLES = (
 
 
 class StoreError(RuntimeError):
-    pass
+    hint: str | None = None
+
+
+class CatalogFileError(StoreError, BadInputError):
+    """store.catalog names something that is not a DuckDB catalog (a directory, a text
+    file): bad input, one line and exit 2, and never overwritten by a refresh."""
+
+    hint = "point store.catalog at the catalog a nightly run writes (data/out/curriculum.duckdb)"
+
+
+# A DuckDB database file: 8 bytes of checksum, then this magic (format of DuckDB >= 0.9).
+_DUCKDB_MAGIC = b"DUCK"
+
+
+def check_catalog_file(path: Path, must_exist: bool = True) -> None:
+    """Refuse a catalog path that is a directory, not a regular file, or a file without
+    DuckDB's header; a missing one is a StoreError when `must_exist`."""
+    if path.is_dir():
+        raise CatalogFileError(f"store.catalog {path} is a directory, not a DuckDB catalog file")
+    if not path.exists():
+        if must_exist:
+            raise StoreError(f"no catalog at {path}; run the nightly flow first")
+        return
+    if not path.is_file():
+        raise CatalogFileError(f"store.catalog {path} is not a regular file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except OSError as exc:
+        raise CatalogFileError(f"store.catalog {path}: cannot be read ({exc.strerror})") from None
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file")
 
 
 @dataclass(frozen=True)
@@ -85,19 +118,22 @@ class Store:
 
     # ---- layout -------------------------------------------------------------------------
     def run_dir(self, run_id: str) -> Path:
-        return self.root / "runs" / run_id
+        """runs/<run_id>: the run id must follow the identifier rule (it names a folder)."""
+        return path_within(self.root, "runs", check_identifier(run_id, "run id"))
 
     def quality_path(self, table: str, name: str) -> Path:
         """One file of a quality table (issue 17): quality/<table>/<name>.parquet, replaced
         whole by the check that writes it and listed by every catalog refresh."""
         if table not in QUALITY_TABLES:
             raise StoreError(f"{table!r} is not a quality table ({', '.join(QUALITY_TABLES)})")
-        return self.root / "quality" / table / f"{name}.parquet"
+        return path_within(self.root, "quality", table, f"{check_identifier(name, 'name')}.parquet")
 
     def quality_files(self) -> dict[str, list[Path]]:
         return {t: sorted((self.root / "quality" / t).glob("*.parquet")) for t in QUALITY_TABLES}
 
     def shard_relpath(self, table: str, run_id: str, run_date: dt.date, shard: str) -> str:
+        check_identifier(run_id, "run id")
+        check_identifier(shard, "shard name")
         return (
             f"shards/{table}/run_date={run_date.isoformat()}/run_id={run_id}/part-{shard}.parquet"
         )
@@ -112,7 +148,7 @@ class Store:
         tbl = conform(table, data)
         rel = self.shard_relpath(table, run_id, run_date, shard)
         digest, size = write_parquet_atomic(
-            self.root / rel, tbl, self.compression, self.compression_level
+            self.root / rel, tbl, self.compression, self.compression_level, within=self.root
         )
         return ShardFile(table, rel, tbl.num_rows, digest, size)
 
@@ -177,7 +213,10 @@ class Store:
 
     def run_ids(self) -> list[str]:
         base = self.root / "runs"
-        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.exists() else []
+        if not base.exists():
+            return []
+        # Only folders a run id can name (not a leftover temporary or a hand-made folder).
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and is_identifier(p.name))
 
     def committed_files(self) -> dict[str, list[Path]]:
         files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
@@ -201,7 +240,8 @@ class Store:
     # ---- runs ---------------------------------------------------------------------------
     def write_run(self, record: dict[str, Any]) -> None:
         tbl = pa.Table.from_pylist([record], schema=schema_for("runs"))
-        write_parquet_atomic(self.run_dir(record["run_id"]) / "run.parquet", tbl)
+        path = self.run_dir(record["run_id"]) / "run.parquet"
+        write_parquet_atomic(path, tbl, within=self.root)
 
     def read_run(self, run_id: str) -> dict[str, Any] | None:
         path = self.run_dir(run_id) / "run.parquet"
@@ -240,6 +280,7 @@ class Store:
         a table with no files gets an empty view with the contract's columns. `kg_rejects`
         (the Wikidata ingest's reject parts) joins the runs' rejects in the `rejects` view.
         """
+        check_catalog_file(self.catalog_path, must_exist=False)  # never replace a user's file
         files = self.committed_files()
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
         artifacts = {"passages": [], **self.quality_files(), **(artifacts or {})}
@@ -316,16 +357,22 @@ def views_sql() -> str:
 
 def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
     path = Path(catalog)
-    if not path.exists():
-        raise StoreError(f"no catalog at {path}; run the nightly flow first")
-    return duckdb.connect(str(path), read_only=True)
+    check_catalog_file(path)
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.IOException as exc:
+        if "not a valid DuckDB database" in str(exc):
+            raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
+        raise
 
 
 __all__ = [
     "SHARDED_TABLES",
+    "CatalogFileError",
     "ShardFile",
     "Store",
     "StoreError",
+    "check_catalog_file",
     "connect_readonly",
     "views_sql",
 ]

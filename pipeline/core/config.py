@@ -7,12 +7,22 @@ whose hash goes into every record and the runs table.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from pipeline.core.profile_yaml import ConfigError, read_profile_text, safe_load_bounded
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
@@ -31,6 +41,7 @@ UNHASHED: dict = {
     "llm": {"serve": True},
     "retrieval": {
         "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes",
+        "max_request_s",
         # Where searches run: both backends give the same hits, so a run resumes on either.
         "backend", "url", "concurrency", "timeout_s", "retries", "retry_backoff_s",
     },
@@ -38,7 +49,23 @@ UNHASHED: dict = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # No inf / nan anywhere: a limit of inf is no limit (and crashed sql.timeout_s's timer).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# Upper bounds of the limits an operator sets (issue 30: a limit must not be configurable
+# away). Generous for any real use, small enough that the machine survives the setting.
+DAY_S = 86_400.0
+GIB = 2**30
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+# Threads per DuckDB query at most: a multiple of the machine's cores (100,000 spawned
+# ~31,000 threads before the machine stalled).
+MAX_THREADS_PER_CORE = 8
 
 
 class CorpusConfig(_Section):
@@ -82,19 +109,21 @@ class RetrievalConfig(_Section):
     # Retrieval server (`curriculum index serve`): loopback unless deliberately exposed.
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    max_topk: int = Field(50, ge=1)
-    max_queries: int = Field(256, ge=1)
-    max_query_chars: int = Field(2048, ge=1)
+    max_topk: int = Field(50, ge=1, le=10_000)
+    max_queries: int = Field(256, ge=1, le=100_000)
+    max_query_chars: int = Field(2048, ge=1, le=1_000_000)
     # Larger request bodies get a 413 before they are held in memory.
-    max_body_bytes: int = Field(4 * 2**20, ge=1024)
+    max_body_bytes: int = Field(4 * 2**20, ge=1024, le=GIB)
+    # Wall-clock seconds per request, queueing included; then a 504 and the search stops.
+    max_request_s: float = Field(300.0, gt=0, le=DAY_S)
     # Where generation searches: `local` loads the FAISS index in-process; `http` queries one
     # shared `curriculum index serve` at `url` (one per node at 21M passages), each rollout
     # turn's searches in one request, at most `concurrency` requests in flight, each retried
     # `retries` times (backoff from `retry_backoff_s`) on connect errors, timeouts, 429, 5xx.
     backend: Literal["local", "http"] = "local"
     url: str | None = None
-    concurrency: int = Field(4, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
+    concurrency: int = Field(4, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0, le=DAY_S)
     retries: int = Field(5, ge=0)
     retry_backoff_s: float = Field(1.0, ge=0)
 
@@ -111,16 +140,22 @@ class RetrievalConfig(_Section):
 class LLMServeConfig(_Section):
     """Request limits of `curriculum llm serve` (pipeline.llm.openai_server)."""
 
-    max_prompts: int = Field(1024, ge=1)
-    max_n: int = Field(64, ge=1)
-    max_tokens: int = Field(4096, ge=1)
-    max_prompt_chars: int = Field(200_000, ge=1)
+    max_prompts: int = Field(1024, ge=1, le=100_000)
+    max_n: int = Field(64, ge=1, le=1024)
+    max_tokens: int = Field(4096, ge=1, le=1_048_576)
+    max_prompt_chars: int = Field(200_000, ge=1, le=100_000_000)
     # Per prompt, as usage.prompt_tokens counts them; /tokenize answers up to this many too.
-    max_prompt_tokens: int = Field(4096, ge=1)
+    max_prompt_tokens: int = Field(4096, ge=1, le=1_048_576)
     # Wall-clock seconds per request, queueing for the model included; then 504 and the work
     # stops at its next decode step (a client that disconnects stops it the same way).
-    request_timeout_s: float = Field(300.0, gt=0)
-    max_body_bytes: int = Field(16 * 2**20, ge=1024)
+    request_timeout_s: float = Field(300.0, gt=0, le=DAY_S)
+    max_body_bytes: int = Field(16 * 2**20, ge=1024, le=GIB)
+    # Sampled tokens one request may ask for (prompts x n x max_tokens): the KV cache of a
+    # request grows with it (Gemma-3-270M: 16 x 4096 is 2.4 GB), so 400 beyond it.
+    max_request_tokens: int = Field(32_768, ge=1, le=1 << 30)
+    # The same over every request queued or running; past it a request gets a 429 (retried
+    # by the HTTP backend) instead of queueing behind work the machine cannot hold.
+    max_tokens_in_flight: int = Field(131_072, ge=1, le=1 << 32)
 
 
 class LLMConfig(_Section):
@@ -391,14 +426,25 @@ class SQLConfig(_Section):
     run's records, so the section is left out of the config hash."""
 
     # Per statement, from its start to its last fetched row; the statement is interrupted.
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0, le=7 * DAY_S)
     # DuckDB's memory_limit; work past it spills to disk (next to the catalog) up to
     # max_temp_size, then the query fails naming the limit.
     memory_limit: str = Field("2GB", pattern=_DUCKDB_MEMORY)
     max_temp_size: str = Field("4GB", pattern=_DUCKDB_SIZE)
-    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores)
+    threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores); at most 8 per core
     # Rows printed per statement (fetched in batches; the rest is never materialised).
-    max_rows: int = Field(1000, ge=1)
+    max_rows: int = Field(1000, ge=1, le=1_000_000)
+
+    @field_validator("threads")
+    @classmethod
+    def _threads_within_the_machine(cls, v: int) -> int:
+        most = MAX_THREADS_PER_CORE * _cores()
+        if v > most:
+            raise ValueError(
+                f"at most {most} ({MAX_THREADS_PER_CORE} per core of this machine's "
+                f"{_cores()}); 0 = all cores"
+            )
+        return v
 
 
 class QualityConfig(_Section):
@@ -461,8 +507,10 @@ class PipelineConfig(_Section):
     @field_validator("profile")
     @classmethod
     def _profile_name(cls, v: str) -> str:
-        if not v or "/" in v:
-            raise ValueError("profile must be a short name such as 'embedded'")
+        from pipeline.core.identifiers import IDENTIFIER_RULE, is_identifier
+
+        if not is_identifier(v):  # it names runs: <date>-<profile>-<hash>
+            raise ValueError(f"profile must be a short name such as 'embedded' ({IDENTIFIER_RULE})")
         return v
 
     def resolve_path(self, value: str | None) -> Path | None:
@@ -488,13 +536,9 @@ class PipelineConfig(_Section):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-class ConfigError(ValueError):
-    """A profile or override that does not describe a valid configuration."""
-
-
 def _parse_scalar(text: str) -> Any:
     # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
-    return yaml.safe_load(text) if text != "" else ""
+    return safe_load_bounded(text, f"override value {text[:40]!r}") if text != "" else ""
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -524,14 +568,25 @@ def load_config(
         path = PROJECT_ROOT / "configs" / f"{path}.yaml"
     if not path.exists():
         raise ConfigError(f"config profile not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    data = safe_load_bounded(read_profile_text(path), str(path)) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     apply_overrides(data, overrides or [])
     try:
         return PipelineConfig.model_validate(data)
-    except Exception as exc:  # pydantic.ValidationError: name the profile
-        raise ConfigError(f"{path}: invalid configuration:\n{exc}") from exc
+    except ValidationError as exc:  # name the profile and every bad key, on one line
+        raise ConfigError(f"{path}: invalid configuration: {_one_line(exc)}") from None
+
+
+def _one_line(exc: ValidationError, limit: int = 5) -> str:
+    """pydantic's errors as `key: message (got value)`, joined on one line; values are cut
+    (a hostile value must not flood the terminal) and shown escaped."""
+    parts = []
+    for err in exc.errors(include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = " ".join(str(err["msg"]).split())
+        got = err.get("input")
+        shown = "" if isinstance(got, dict | list) else f" (got {ascii(got)[:60]})"
+        parts.append(f"{loc}: {msg}{shown}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")

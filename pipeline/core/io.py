@@ -30,7 +30,35 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.errors import BadInputError
+
 COMPLETE_MARKER = ".complete"
+
+
+class PathEscapeError(BadInputError):
+    """A path built from a name (a run id, a table, a shard) that would land outside the
+    folder it belongs to: refused before anything is written."""
+
+
+def _lexical(path: Path) -> Path:
+    return Path(os.path.normpath(Path(path).expanduser().absolute()))
+
+
+def path_within(root: Path, *parts: str | Path) -> Path:
+    """`root / parts...`, checked to stay inside `root` once `..` and absolute parts are
+    resolved (lexically: a store may itself live behind a symlink). Every path the store
+    writes is built or checked here."""
+    base = _lexical(root)
+    target = _lexical(base.joinpath(*parts))
+    if target != base and not target.is_relative_to(base):
+        shown = ascii(str(Path(*parts)) if parts else "")[:120]
+        raise PathEscapeError(f"refusing to write {shown}: it resolves outside {base}")
+    return target
+
+
+def _check_within(target: Path, within: Path | None) -> None:
+    if within is not None:
+        path_within(within, target)
 
 
 def utcnow() -> dt.datetime:
@@ -81,11 +109,13 @@ def _remove(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
+def atomic_path(target: Path, within: Path | None = None) -> Iterator[Path]:
     """Yield a temporary file path beside `target`; when the block ends without an error the
     file is fsynced and renamed over `target`. On an error (or a kill) `target` is untouched
-    and the temporary file is removed (a kill leaves only a dot-named leftover)."""
+    and the temporary file is removed (a kill leaves only a dot-named leftover). With
+    `within` (the store's root), a target outside it is refused before anything is made."""
     target = Path(target)
+    _check_within(target, within)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_name(target, suffix=target.suffix)
     try:
@@ -98,12 +128,15 @@ def atomic_path(target: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_dir(target: Path, check: Callable[[], None] | None = None) -> Iterator[Path]:
+def atomic_dir(
+    target: Path, check: Callable[[], None] | None = None, within: Path | None = None
+) -> Iterator[Path]:
     """Yield an empty temporary directory beside `target`; when the block ends without an error
     its tree is fsynced and it takes `target`'s place (an existing `target` is moved aside,
     then removed; put back if the rename fails). `check` runs right before the swap, so a
-    caller can refuse to replace what appeared meanwhile."""
+    caller can refuse to replace what appeared meanwhile. `within`: as for atomic_path."""
     target = Path(target)
+    _check_within(target, within)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_name(target)
     tmp.mkdir()
@@ -130,23 +163,27 @@ def atomic_dir(target: Path, check: Callable[[], None] | None = None) -> Iterato
             _remove(old)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
+def atomic_write_bytes(path: Path, data: bytes, within: Path | None = None) -> None:
+    with atomic_path(path, within) as tmp:
         tmp.write_bytes(data)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, within: Path | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), within)
 
 
 def write_parquet_atomic(
-    path: Path, data: pa.Table, compression: str = "zstd", level: int | None = 3
+    path: Path,
+    data: pa.Table,
+    compression: str = "zstd",
+    level: int | None = 3,
+    within: Path | None = None,
 ) -> tuple[str, int]:
     """Write a Parquet file atomically; return (sha256, bytes) for the manifest."""
     kwargs: dict[str, Any] = {"compression": None if compression == "none" else compression}
     if compression == "zstd" and level is not None:
         kwargs["compression_level"] = level
-    with atomic_path(path) as tmp:
+    with atomic_path(path, within) as tmp:
         pq.write_table(data, tmp, **kwargs)
         digest = sha256_file(tmp)
         size = tmp.stat().st_size
@@ -179,6 +216,7 @@ class ArtifactDir:
 __all__ = [
     "COMPLETE_MARKER",
     "ArtifactDir",
+    "PathEscapeError",
     "atomic_dir",
     "atomic_path",
     "atomic_write_bytes",
@@ -186,6 +224,7 @@ __all__ = [
     "content_key",
     "fsync_path",
     "fsync_tree",
+    "path_within",
     "sha256_file",
     "utcnow",
     "write_parquet_atomic",

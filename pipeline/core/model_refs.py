@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import re
 from pathlib import Path
 
+from pipeline.core.errors import BadInputError
 from pipeline.core.io import ArtifactDir, atomic_dir
 
 log = logging.getLogger(__name__)
@@ -21,12 +23,53 @@ class ModelResolutionError(RuntimeError):
     pass
 
 
+class ModelNotFoundError(BadInputError, ModelResolutionError):
+    """A model reference that names a local path (not a hub id) where nothing exists."""
+
+
+# A hub id: `name` or `org/name` of letters, digits, `.`, `_`, `-` (Hugging Face's own rule,
+# minus its length limit). Anything else (absolute, `./`, `~`, two or more `/`, `.gguf`) is
+# a local path and must exist: otherwise transformers takes it for a hub id and fails with
+# four tracebacks and "Repo id must be in the form ...".
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def check_model_ref(ref: str, key: str) -> None:
+    """A ModelNotFoundError naming `key` (llm.model, embedding.model, ...) when `ref` is a
+    local path that does not exist, or is neither a path, a hub id nor registry:<package>."""
+    if ref.startswith(REGISTRY_PREFIX):
+        return
+    path = Path(ref).expanduser()
+    looks_like_path = (
+        not _HUB_ID.fullmatch(ref) or ref.endswith(".gguf") or ref.startswith(("~", "."))
+    )
+    if looks_like_path and not path.exists():
+        raise ModelNotFoundError(
+            f"{key} {ref!r}: no such file or directory (a local model path; a hub id is "
+            "'org/name')",
+            hint=f"set {key} to an existing model directory or .gguf file, a hub id, or "
+            "registry:<package>",
+        )
+
+
+def check_model_refs(cfg) -> None:
+    """Every model reference of a config that names a local path must exist (see
+    check_model_ref): the embedder, the LLM (not for llm.backend=http, whose model is the
+    server's name for it) and llm.tokenizer."""
+    check_model_ref(cfg.embedding.model, "embedding.model")
+    if cfg.llm.backend != "http":
+        check_model_ref(cfg.llm.model, "llm.model")
+    if cfg.llm.tokenizer:
+        check_model_ref(cfg.llm.tokenizer, "llm.tokenizer")
+
+
 def _registry_module(ref: str) -> str:
     return ref.removeprefix(REGISTRY_PREFIX).strip().replace("-", "_")
 
 
 def resolve_embedder(ref: str) -> str:
     """Return a path or hub id that sentence-transformers can load."""
+    check_model_ref(ref, "embedding.model")
     if not ref.startswith(REGISTRY_PREFIX):
         return str(Path(ref).expanduser()) if Path(ref).expanduser().exists() else ref
     mod_name = _registry_module(ref)
@@ -52,11 +95,12 @@ def _registry_gguf(ref: str) -> Path:
     return Path(mod.assemble())
 
 
-def resolve_llm(ref: str, cache_dir: str | Path) -> str:
+def resolve_llm(ref: str, cache_dir: str | Path, key: str = "llm.model") -> str:
     """Return a transformers-loadable directory (or hub id) for an LLM reference.
 
     GGUF models are dequantized once into `cache_dir` (~60 s) so later loads take seconds.
     """
+    check_model_ref(ref, key)
     if ref.startswith(REGISTRY_PREFIX):
         gguf = _registry_gguf(ref)
     elif ref.endswith(".gguf") and Path(ref).expanduser().exists():

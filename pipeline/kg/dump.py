@@ -106,6 +106,7 @@ class ChunkResult:
     rejects: int = 0
     not_enwiki: int = 0
     duplicates: int = 0  # later copies of an entity already read (kept first, listed in rejects)
+    repaired: int = 0  # lines kept after a repair (listed in rejects too)
     skipped: dict[str, int] = field(default_factory=dict)
     issues: dict[str, int] = field(default_factory=dict)
     first_reject: tuple[int, str] | None = None
@@ -182,6 +183,7 @@ def process_chunk(index: int, first_line: int, lines: list[bytes], s: ChunkSetti
             if repaired:
                 # The entity is kept; the line is still listed so auditors see what the dump
                 # got wrong. Repairs do not count against the error budget.
+                res.repaired += 1
                 rejects.append(
                     _reject_row(
                         s, lineno, key, "repaired, entity kept: " + "; ".join(repaired), raw, now
@@ -254,6 +256,7 @@ class IngestReport:
     rejects: int = 0
     not_enwiki: int = 0
     duplicates: int = 0
+    repaired: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     issues: dict[str, int] = field(default_factory=dict)
     chunks: int = 0
@@ -261,6 +264,11 @@ class IngestReport:
     workers: int = 1
     seconds: float = 0.0
     reused: bool = False
+
+    @property
+    def reject_rows(self) -> int:
+        """Rows of the rejects table: bad lines, later duplicates and repaired lines."""
+        return self.rejects + self.duplicates + self.repaired
 
     @property
     def entities_per_s(self) -> float:
@@ -274,6 +282,7 @@ class IngestReport:
         self.rejects += r.rejects
         self.not_enwiki += r.not_enwiki
         self.duplicates += r.duplicates
+        self.repaired += r.repaired
         self.chunks += 1
         for target, src in ((self.skipped, r.skipped), (self.issues, r.issues)):
             for k, v in src.items():
@@ -368,7 +377,7 @@ def ingest_dump(
         report.items,
         report.properties,
         report.edges,
-        report.rejects,
+        report.reject_rows,
         report.seconds,
         report.entities_per_s,
     )

@@ -73,6 +73,9 @@ def ingest_dir(cfg) -> tuple[Path, Path, str]:
     dump = cfg.resolve_path(cfg.kg.dump_path)
     if not dump.exists():
         raise DumpError(f"Wikidata dump not found: {dump} (kg.dump_path)")
+    if not dump.is_file():  # a directory or a device: hashed below, so refused first
+        what = "a directory" if dump.is_dir() else "not a regular file"
+        raise DumpError(f"{dump}: is {what}; kg.dump_path must name a file")
     ident = {
         "dump_sha256": dump_fingerprint(dump, kg_root(cfg)),
         "format_version": FORMAT_VERSION,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.llm.cancel import checkpoint
+
 
 class KVCache:
     """Preallocated key/value buffers written in place (no per-step concatenation).
@@ -33,6 +35,7 @@ class KVCache:
         """Allocate zeroed buffers (columns never written stay finite behind the mask)."""
         shape = (batch, self.kv_heads, self.capacity, self.head_dim)
         for i in range(self.layers):
+            checkpoint()
             self.keys[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
             self.values[i] = torch.zeros(shape, dtype=self.dtype, device=self.device)
 
@@ -58,6 +61,7 @@ class KVCache:
         """Keep (or repeat) batch rows: `rows` indexes the current batch."""
         for d in (self.keys, self.values):
             for i, t in d.items():
+                checkpoint()  # n copies of a long cache are GBs: a cancelled request stops here
                 d[i] = t.index_select(0, rows.to(t.device))
 
 

@@ -64,6 +64,7 @@ _ERROR_TYPES = {
     400: "invalid_request_error",
     404: "NotFoundError",
     413: "invalid_request_error",
+    429: "rate_limit_error",
     499: "client_closed_request",
     500: "internal_error",
     504: "timeout_error",
@@ -93,14 +94,16 @@ def create_completions_app(
     model_name = served_model_name or generator.model_id
     created = int(time.time())
     worker = ModelWorker(limits.request_timeout_s, f"{_SETTING}.request_timeout_s")
+    in_flight = {"tokens": 0}  # sampled tokens asked for by queued and running requests
 
     class StructuredOutputs(BaseModel):
         model_config = ConfigDict(extra="allow", strict=True)  # others are refused by name
         regex: Text | None = None
 
     class CompletionRequest(BaseModel):
-        # OpenAI clients send more fields (ignored); declared ones are never coerced.
-        model_config = ConfigDict(extra="allow", strict=True)
+        # Strict: a field this server does not implement (logit_bias, presence_penalty, a
+        # typo) is a 400 naming it, never silently ignored; declared ones are never coerced.
+        model_config = ConfigDict(extra="forbid", strict=True)
         model: Text | None = None
         prompt: Texts
         n: int = Field(1, ge=1, le=limits.max_n)
@@ -119,7 +122,7 @@ def create_completions_app(
         guided_regex: Text | None = None
 
     class TokenizeRequest(BaseModel):
-        model_config = ConfigDict(extra="allow", strict=True)
+        model_config = ConfigDict(extra="forbid", strict=True)
         model: Text | None = None
         prompt: Text
         add_special_tokens: bool = True
@@ -253,6 +256,22 @@ def create_completions_app(
             seed=req.seed,
         )
         regex = _guide(req)
+        cost = len(prompts) * req.n * max(req.max_tokens, 1)
+        if cost > limits.max_request_tokens:
+            raise APIError(
+                400,
+                f"{len(prompts)} prompt(s) x n={req.n} x max_tokens={req.max_tokens} = {cost} "
+                f"sampled tokens; the limit is {limits.max_request_tokens} "
+                f"({_SETTING}.max_request_tokens)",
+                "max_tokens",
+            )
+        if in_flight["tokens"] + cost > limits.max_tokens_in_flight:
+            raise APIError(
+                429,
+                f"the server is busy: {in_flight['tokens']} sampled tokens in flight, this "
+                f"request asks for {cost}; the limit is {limits.max_tokens_in_flight} "
+                f"({_SETTING}.max_tokens_in_flight); retry later",
+            )
 
         def work() -> tuple[list[list[str]], list[dict] | None, dict[str, int], list[list[int]]]:
             prompt_tokens = [generator.count_tokens(p) for p in prompts]
@@ -266,6 +285,7 @@ def create_completions_app(
             n_tokens = [[generator.count_tokens(t) for t in o] for o in outs]
             return outs, lps, _usage(prompt_tokens, n_tokens), n_tokens
 
+        in_flight["tokens"] += cost
         try:
             outs, lps, usage, n_tokens = await worker.run(request, work)
         except (APIError, RequestCancelled):
@@ -275,6 +295,8 @@ def create_completions_app(
         except Exception as exc:
             log.exception("completion failed")
             raise APIError(500, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            in_flight["tokens"] -= cost
         choices = []
         for i, p in enumerate(prompts):
             for j, text in enumerate(outs[i]):

@@ -53,6 +53,10 @@ class TokenLogprobs:
     top_logprobs: list[dict[str, float] | None] | None = None
 
 
+def _cancel_point(module, args) -> None:
+    checkpoint()
+
+
 class TransformersGenerator:
     """A causal LM from transformers; prompts are bucketed by length to limit padding.
 
@@ -99,6 +103,12 @@ class TransformersGenerator:
             skinny_rows = SKINNY_MAX_ROWS if self.device.type == "cpu" else 0
         if skinny_rows:
             use_skinny_linear(self.model, skinny_rows)
+        # A cancelled request (the server's abandoned or overdue work) stops before the next
+        # decoder layer, not only between decode steps: one forward pass of a large batch or
+        # a long prefill can take seconds on a CPU. Outside the server checkpoint() is a no-op.
+        for module in self.model.modules():
+            if type(module).__name__.endswith("DecoderLayer"):
+                module.register_forward_pre_hook(_cancel_point)
 
     @classmethod
     def from_config(cls, llm) -> TransformersGenerator:

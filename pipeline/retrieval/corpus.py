@@ -6,6 +6,7 @@ kept for the rejects table while the rest of the corpus still loads. A truncated
 
 Identity rules: ids are compared after stripping surrounding whitespace (the stripped id is
 stored, and the repair counted), a UTF-8 byte order mark on the first line is skipped (counted),
+NUL characters are removed from titles and texts (each line so repaired counted),
 and a later line repeating an id is a reject naming both lines. Duplicates are found after the
 pass with DuckDB over the passages file just written, so memory stays bounded at 21M ids.
 """
@@ -187,9 +188,16 @@ def iter_corpus(
                     raise ValueError(f"invalid UTF-8 ({exc.reason})") from None
             pid, title, text = parse_record(obj, fmt)
             raw_id = obj.get("id")  # a dict: parse_record checked
+            nul = "\x00" in title or "\x00" in text
+            if nul:  # NUL ends a C string (tokenizers, FAISS metadata, terminals): drop it
+                title, text = title.replace("\x00", ""), text.replace("\x00", "").strip()
+                if not text:
+                    raise ValueError("passage text is empty (after removing NUL characters)")
         except ValueError as exc:
             yield CorpusReject(str(path), lineno, None, str(exc), _shown(raw))
             continue
+        if nul:
+            counts["NUL characters removed"] += 1
         if isinstance(raw_id, str) and raw_id != pid:
             counts["id whitespace stripped"] += 1
         yield Passage(pid, title, text, str(path), lineno)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from pipeline.core.contracts import read_shard
 from pipeline.core.io import atomic_path, sha256_file, write_parquet_atomic
 from pipeline.core.model_refs import resolve_embedder
 from pipeline.executors.base import Executor, LocalExecutor, WorkerStatus
+from pipeline.llm.cancel import checkpoint
 from schemas.tables import EMBEDDINGS_MANIFEST
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,10 @@ log = logging.getLogger(__name__)
 # Texts per encode call inside a shard: large enough to keep batches full, small enough that
 # the progress bar moves every few seconds on a CPU.
 PROGRESS_CHUNK = 4096
+
+
+def _cancel_point(module, args) -> None:
+    checkpoint()
 
 
 class Embedder:
@@ -61,6 +67,11 @@ class Embedder:
         self.model = SentenceTransformer(resolve_embedder(model), device=device)
         self.model.max_seq_length = max_length
         self.dim = int(self.model.get_embedding_dimension())
+        # The retrieval server cancels an abandoned search at the next transformer layer
+        # (pipeline.llm.cancel; a no-op for every other caller).
+        for name, module in self.model.named_modules():
+            if re.search(r"\.layers?\.\d+$", name):
+                module.register_forward_pre_hook(_cancel_point)
         # Several devices (GPUs, or CPU processes) -> a sentence-transformers process pool.
         self.devices = list(devices)
         self._pool = None

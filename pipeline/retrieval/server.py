@@ -13,11 +13,13 @@ model and query prompt, and the request limits, so a client can refuse the wrong
 split a batch over `max_queries`.
 
 Requests are bounded (`retrieval.max_*`), strictly typed (`"topk": "3"` or `"return_scores":
-"yes"` is a 422, not coerced) and must be valid Unicode; a body over `retrieval.max_body_bytes`
-is a 413.
+"yes"` is a 422, not coerced; an unknown field is a 422 naming it) and must be valid Unicode; a
+body over `retrieval.max_body_bytes` is a 413. Searches run one at a time in a worker thread
+(pipeline.llm.model_worker): a request whose client disconnects, or that outlives
+`retrieval.max_request_s`, is cancelled at the embedder's next layer, so abandoned work does
+not hold up the next request.
 """
 
-import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.core.config import RetrievalConfig
 from pipeline.core.wire import BodySizeLimit, Text
+from pipeline.llm.model_worker import TIMEOUT, ModelWorker, RequestCancelled
 from pipeline.retrieval.faiss_index import Hit, Retriever
 
 
@@ -66,7 +69,15 @@ def create_retrieval_app(retriever: Retriever, limits: RetrievalConfig | None = 
         setting="retrieval.max_body_bytes",
         render=lambda status, msg: JSONResponse(status_code=status, content={"error": msg}),
     )
-    lock = threading.Lock()  # one batched search at a time; FAISS uses all cores per search
+    # One batched search at a time (FAISS uses all cores per search), cancelled when its
+    # client leaves or it overruns retrieval.max_request_s.
+    worker = ModelWorker(limits.max_request_s, "retrieval.max_request_s")
+    app.router.on_shutdown.append(worker.shutdown)
+
+    @app.exception_handler(RequestCancelled)
+    async def _cancelled(_: Request, exc: RequestCancelled) -> JSONResponse:
+        return JSONResponse(status_code=504 if exc.reason == TIMEOUT else 499,
+                            content={"error": exc.message})  # fmt: skip
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -101,9 +112,11 @@ def create_retrieval_app(retriever: Retriever, limits: RetrievalConfig | None = 
         }
 
     @app.post("/retrieve")
-    def retrieve(req: RetrieveRequest) -> dict[str, Any]:
-        with lock:
-            hits, vecs = retriever.search_with_vectors(req.queries, req.topk or limits.topk)
+    async def retrieve(req: RetrieveRequest, request: Request) -> dict[str, Any]:
+        topk = req.topk or limits.topk
+        hits, vecs = await worker.run(
+            request, lambda: retriever.search_with_vectors(req.queries, topk)
+        )
 
         def doc(h: Hit) -> dict[str, Any]:
             d: dict[str, Any] = _document(h)
