@@ -30,7 +30,9 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
-CONFIG_HASH_VERSION = 3
+# 4: answer first (issue 24): the proposer writes only the question, new defaults
+#    (proposer_max_tokens, question_attempts, gold_n, v_quantile), evidence_mode removed.
+CONFIG_HASH_VERSION = 4
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {
