@@ -80,7 +80,10 @@ class ProposerSettings:
     attempts: int = 4  # questions sampled per task; the first valid one is kept
     guided: bool = True  # constrain each sample to one interrogative sentence
     max_answer_tokens: int = 12
-    template_fallback: bool = True  # KG tasks: a question from the relation labels
+    template_fallback: bool = True  # a rule-built question when no LLM sample passes
+    # passage spans: "rules_first" asks the LLM only where the rule-built (in-situ) question
+    # fails a rule; "llm_first" keeps a valid, answerable LLM sample before it
+    passage_questions: str = "llm_first"
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -200,7 +203,30 @@ def propose(
     answer; among a task's valid samples the first answerable one is kept, else the first
     valid one. One batched call for every valid sample of the shard."""
     s = settings
-    posed = [i for i, t in enumerate(tasks) if t.target.posed]
+    examples = [x.question for x in shots] + [x.question for x in kg_shots]
+
+    def reason(q: str | None, t: Target) -> str | None:
+        context = " ".join(x for x in (t.evidence, t.facts, t.subject) if x)
+        return question_reason(
+            q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
+            max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
+            max_unsupported=1 if t.kind == "kg" else 0,
+        )  # fmt: skip
+
+    def rule_built(t: Target) -> str | None:
+        return (
+            (template_question(t) if t.kind == "kg" else insitu_question(t))
+            if (s.template_fallback)
+            else None
+        )
+
+    ruled: dict[int, str] = {}  # passage spans whose rule-built question goes first
+    if s.passage_questions == "rules_first":
+        for i, task in enumerate(tasks):
+            q = rule_built(task.target) if task.target.posed and task.target.kind != "kg" else None
+            if q is not None and reason(q, task.target) is None:
+                ruled[i] = q
+    posed = [i for i, t in enumerate(tasks) if t.target.posed and i not in ruled]
     prompts = {
         i: render(
             proposer_prompt(
@@ -221,17 +247,8 @@ def propose(
     kinds = [(tasks[i].target.answer_kind, tasks[i].target.subject) for i in posed]
     guides = [TurnGuide("<question>", question_body(*k)) for k in kinds] if s.guided else None
     groups = run_rollouts(gen, retriever, [prompts[i] for i in posed], s.sampling(), rcfg, None,
-                          guides)  # fmt: skip
-    by_task = dict(zip(posed, groups, strict=True))
-    examples = [x.question for x in shots] + [x.question for x in kg_shots]
-
-    def reason(q: str | None, t: Target) -> str | None:
-        context = " ".join(x for x in (t.evidence, t.facts, t.subject) if x)
-        return question_reason(
-            q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
-            max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
-            max_unsupported=1 if t.kind == "kg" else 0,
-        )  # fmt: skip
+                          guides) if posed else []  # fmt: skip
+    by_task = dict(zip(posed, groups, strict=True)) if posed else {}
 
     reasons = {i: [reason(r.final, tasks[i].target) for r in by_task[i]] for i in posed}
     valid = [(i, k) for i in posed for k, why in enumerate(reasons[i]) if why is None]
@@ -249,6 +266,12 @@ def propose(
     results = []
     for i, task in enumerate(tasks):
         t = task.target
+        if i in ruled:  # built by rules, no LLM call: the rollout records that
+            none = Rollout(prompt="", sample=0, stop_reason="rule_built")
+            results.append(
+                ProposerResult("", none, _proposal(t, ruled[i], ""), True, None, 0, "template")
+            )
+            continue
         if i not in by_task:
             empty = Rollout(prompt="", sample=0, stop_reason="not_posed")
             results.append(
@@ -266,9 +289,7 @@ def propose(
                                kept + 1, "llm")
             )  # fmt: skip
             continue
-        fallback = None
-        if s.template_fallback:
-            fallback = template_question(t) if t.kind == "kg" else insitu_question(t)
+        fallback = rule_built(t)
         r = group[0]
         # the question stored is the last one tried, with the reason it failed (if it did):
         # the rule-built one when there is one, else the first sample (all are in raw output)

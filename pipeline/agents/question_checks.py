@@ -113,8 +113,6 @@ _FREE_WORDS = frozenset(
         "named",
         "called",
         "known",
-        "first",
-        "last",
         "kind",
         "type",
         "city",
@@ -151,6 +149,13 @@ def asks_for_date(question: str, answer: str) -> bool:
     return bool(re.search(r"\b(?:date|day|month)\b", q))
 
 
+def _glued(question: str, subject: str) -> bool:
+    """The subject run into the word or punctuation before it ('...its finalLudwig van
+    Beethoven?', '...hits,Paul McCartney?'): what guided decoding leaves when a weak model
+    forgets the subject until the end."""
+    return re.search(rf"[^\s\"'(“‘]{re.escape(subject)}", question) is not None
+
+
 def question_reason(
     question: str | None,
     answer: str | None,
@@ -179,7 +184,7 @@ def question_reason(
         return why
     if any(contains(q, x) for x in aliases):
         return "answer_in_question"
-    if _DEBRIS.search(q) or _DEBRIS.search(a):
+    if _DEBRIS.search(q) or _DEBRIS.search(a) or (subject and _glued(q, subject)):
         return "format_debris"
     if _UNSEEN.search(q):
         return "refers_to_unseen_text"

@@ -260,9 +260,14 @@ class GenerationConfig(_Section):
     # Round-trip consistency: among the valid samples keep the first a solver handed the
     # evidence answers with the target (the gates' gold-evidence check), else the first valid.
     roundtrip: bool = True
-    # KG slots whose samples all fail get a question from the path's relation labels
-    # (2WikiMultiHopQA-style), counted as question_source = template.
+    # Slots whose samples all fail get a rule-built question, counted as question_source =
+    # template: KG slots from the path's relation labels (2WikiMultiHopQA-style), passage
+    # slots from the evidence clause with the answer replaced by its question phrase.
     template_fallback: bool = True
+    # Passage slots: rules_first uses the rule-built question when it passes every rule and
+    # asks the LLM only for the others (a weak model's valid wording often asks about
+    # something else); llm_first keeps a valid, answerable LLM sample first.
+    passage_questions: Literal["llm_first", "rules_first"] = "llm_first"
     # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
     max_answer_tokens: int = Field(12, ge=1)
     solver_max_tokens: int = Field(48, ge=8)

@@ -161,6 +161,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         guided=g.guided_proposer,
         max_answer_tokens=g.max_answer_tokens,
         template_fallback=g.template_fallback,
+        passage_questions=g.passage_questions,
     )
     pro_tasks = [
         ProposerTask(pid, t, x, it.hop_count, it.task_type, tg)
