@@ -339,8 +339,8 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
             [landed_run.run_id] * 3,
         ).fetchone()
         verdicts = con.execute(
-            "SELECT gold_correct, shortcut_verdict, uniqueness_verdict, len(kg_path.relations) "
-            "FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
+            "SELECT gold_correct, shortcut_verdict, uniqueness_verdict, len(kg_path.relations), "
+            "gold_n FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
             [landed_run.run_id],
         ).fetchall()
         pairs_per_shard = con.execute(
@@ -352,8 +352,9 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
     assert {"propose", "solve", "verify", "gold_evidence", "controls"} <= set(steps)
     # the shortcut rollouts ran exactly for the records it judged (shortcut_n=2, two checks)
     assert judged == multi == steps.get("shortcut", 0) and shortcut_rows == judged * 2 * 2
-    assert gold == verified == steps["gold_evidence"]  # gates.gold_n = 1 answer per record
-    for gold_correct, sc, un, hops in verdicts:
+    assert steps["gold_evidence"] == verified  # every verified record, gates.gold_n answers each
+    assert gold == sum(n for _, _, _, _, n in verdicts) and {n for *_, n in verdicts} == {3}
+    for gold_correct, sc, un, hops, _ in verdicts:
         # nothing answered with the gold evidence: no gate may pass the record
         assert (gold_correct == 0) == (un == "undetermined"), (gold_correct, un)
         if gold_correct == 0:

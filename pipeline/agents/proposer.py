@@ -162,7 +162,7 @@ def _insitu(t: Target, before: str, after: str) -> str | None:
         unit = re.sub(r"^[\d,.]+(?: (?:million|billion|thousand|hundred))?", "", t.answer)
         phrase = f"how many{unit}"
     else:
-        before = re.sub(r"\bthe $", "", before)
+        before = re.sub(r"\b[Tt]he $", "", before)
         phrase = "whom" if re.search(r"\b(?:by|married)\s*$", before) else "what"
     q = f"{before}{phrase}{after}".strip()
     pro = _PRONOUN.match(q)
@@ -171,7 +171,9 @@ def _insitu(t: Target, before: str, after: str) -> str | None:
         q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
     elif not names_subject(q, t.subject):  # "... in 1836 he married" -> "... Richard Wagner"
         m = _INNER_PRONOUN.search(q)
-        if m:
+        # only before the question phrase: after it, the answer may be the pronoun's antecedent
+        # ("a statue of whom holding a chair leg in place of his sceptre")
+        if m and m.start() < len(before):
             owner = m.group(1) in ("his", "its", "their")
             q = q[: m.start()] + (f"{t.subject}'s" if owner else t.subject) + q[m.end() :]
     return f"{q[0].upper()}{q[1:]}?" if q else None
