@@ -387,12 +387,34 @@ def run() -> None:
     """Console entry point: an unexpected error is one line plus a hint, unless --debug."""
     try:
         app()  # click handles usage errors, --help and typer.Exit itself
+    except SystemExit as done:
+        _exit(done.code)
     except Exception as exc:
         if _DEBUG:
             raise
         typer.secho(f"error: {_one_line(exc)}", fg="red", err=True)
         typer.echo("hint: rerun with `curriculum --debug ...` for the full traceback", err=True)
-        sys.exit(EXIT_FAILED)
+        _exit(EXIT_FAILED)
+
+
+def _exit(code: int | str | None) -> None:
+    """End the process with `code` once its own cleanup has run: the vLLM engines this
+    process started are stopped and the atexit handlers run (Prefect's temporary server
+    stops), then the process exits without the interpreter's teardown of native modules,
+    where a finished vLLM run sometimes aborted (SIGABRT, "terminate called without an
+    active exception") and turned exit 0 or 3 into -6."""
+    import atexit
+    import os
+
+    if "pipeline.llm.vllm_backend" in sys.modules:
+        sys.modules["pipeline.llm.vllm_backend"].shutdown_engines()
+    if isinstance(code, str):  # sys.exit("message"): the message on stderr, exit 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

@@ -846,11 +846,15 @@ def test_vllm_missing_is_a_clear_import_error(monkeypatch):
 
 
 def test_vllm_unknown_model_is_named(tmp_path):
+    from pipeline.core.errors import BadInputError
+    from pipeline.core.model_refs import ModelNotFoundError
     from pipeline.llm.vllm_backend import VLLMGenerator, VLLMModelError
 
     missing = tmp_path / "no-such-model"
-    with pytest.raises(VLLMModelError, match=f"llm.model '{missing}': no such file"):
+    # a path that does not exist is bad input (one line, exit 2), found before vLLM starts
+    with pytest.raises(ModelNotFoundError, match=f"llm.model '{missing}': no such file") as e:
         VLLMGenerator(str(missing))
+    assert isinstance(e.value, BadInputError)
     empty = tmp_path / "empty-model"
     empty.mkdir()  # exists, but is no model: vLLM's own error, cut to one line, names it
     with pytest.raises(VLLMModelError, match=f"vLLM could not start llm.model '{empty}'") as e:
