@@ -124,7 +124,9 @@ _PRONOUN = re.compile(
     r"band|group|company|island|state|region|party|book|work|prize|wall))\b",
     re.I,
 )
-_INNER_PRONOUN = re.compile(r"\b(he|she|him|they|them|his|its|their)\b")
+_INNER_PRONOUN = re.compile(
+    r"\b(he|she|him|they|them|his|its|their|the (?:city|country|town|college|university|band))\b"
+)
 _PREP_DATE = re.compile(r"(?:\b(?:in|on|by|from|since|around|until|after|before) )$", re.I)
 _CLAUSE = re.compile(r", (?:and|but|while|whereas) |; ")
 
