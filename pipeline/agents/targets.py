@@ -21,22 +21,9 @@ from dataclasses import dataclass, field
 from pipeline.agents.evidence import Span, sentences
 from pipeline.agents.prompts import render_path
 from pipeline.agents.rewards import normalize
+from pipeline.kg.graph import MONTHS
 
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-_MONTH = "(?:" + "|".join(_MONTHS) + ")"
+_MONTH = "(?:" + "|".join(MONTHS) + ")"
 # Abbreviations as passages write units; the KG renders the unit's English label.
 UNIT_FORMS = {
     "square kilometre": ("square kilometres", "km2", "km²", "sq km"),
@@ -106,9 +93,9 @@ def date_forms(node_id: str, label: str) -> list[str]:
     era = " BC" if sign == "-" else ""
     out = [label]
     if p >= 11 and mo and d:
-        out += [f"{d} {_MONTHS[mo - 1]} {y}{era}", f"{_MONTHS[mo - 1]} {d}, {y}{era}"]
+        out += [f"{d} {MONTHS[mo - 1]} {y}{era}", f"{MONTHS[mo - 1]} {d}, {y}{era}"]
     if p >= 10 and mo:
-        out.append(f"{_MONTHS[mo - 1]} {y}{era}")
+        out.append(f"{MONTHS[mo - 1]} {y}{era}")
     if p >= 9:
         out.append(f"{y}{era}")
     return list(dict.fromkeys(out))

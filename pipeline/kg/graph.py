@@ -113,7 +113,7 @@ class Candidate:
 
 # ---- literal rendering -------------------------------------------------------------------
 
-_MONTHS = [
+MONTHS = [
     "January",
     "February",
     "March",
@@ -163,9 +163,9 @@ def render_time(value: str, precision: int | None, calendar: str | None = GREGOR
     era = " BC" if bc else ""
     p = 9 if precision is None else precision
     if p >= 11 and month and day:
-        text = f"{day} {_MONTHS[month - 1]} {y}{era}"
+        text = f"{day} {MONTHS[month - 1]} {y}{era}"
     elif p >= 10 and month:
-        text = f"{_MONTHS[month - 1]} {y}{era}"
+        text = f"{MONTHS[month - 1]} {y}{era}"
     elif p >= 9:
         text = f"{y}{era}"
     elif p == 8:
