@@ -124,9 +124,8 @@ _PRONOUN = re.compile(
     r"band|group|company|island|state|region|party|book|work|prize|wall))\b",
     re.I,
 )
-_INNER_PRONOUN = re.compile(
-    r"\b(he|she|him|they|them|his|its|their|the (?:city|country|town|college|university|band))\b"
-)
+# not "the city": in "on a hill at the edge of the city" it is not the subject (ETH Zurich)
+_INNER_PRONOUN = re.compile(r"\b(he|she|him|they|them|his|its|their)\b")
 _PREP_DATE = re.compile(r"(?:\b(?:in|on|by|from|since|around|until|after|before) )$", re.I)
 _CLAUSE = re.compile(r", (?:and|but|while|whereas) |; ")
 
