@@ -21,6 +21,10 @@ def export(
     validation_fraction: float = 0.1,
     split_by: str = "passage",
     overwrite: bool = False,
+    include_contaminated: bool = False,
+    include_shortcuts: bool = False,
+    include_ambiguous: bool = False,
+    include_undetermined: bool = False,
 ) -> str:
     """Filtered, deduplicated, leak-free train/validation export; returns the export dir."""
     cfg = load_config(profile, overrides or [])
@@ -34,6 +38,10 @@ def export(
         split_by=split_by,
         overwrite=overwrite,
         limits=cfg.sql,
+        include_contaminated=include_contaminated,
+        include_shortcuts=include_shortcuts,
+        include_ambiguous=include_ambiguous,
+        include_undetermined=include_undetermined,
     )
     lines = [f"# Export {res.out}", "", f"filter: `{where}`", ""]
     lines += [f"- {k}: {v}" for k, v in res.counts.items()]

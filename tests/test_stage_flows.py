@@ -19,7 +19,9 @@ from flows.export import export
 from flows.land import land
 overrides = json.loads(sys.argv[1])
 summary = land(overrides=overrides)
-out = export(out=sys.argv[2], overrides=overrides, formats=["verl", "jsonl"])
+out = export(out=sys.argv[2], overrides=overrides, formats=["verl", "jsonl"],
+             where="is_valid AND is_verbatim", include_shortcuts=True, include_ambiguous=True,
+             include_undetermined=True)  # the run's valid records: the 6 may have none accepted
 print("RESULT " + json.dumps({"run_id": summary.run_id, "records": summary.records,
                               "catalog": str(summary.catalog), "export": out}))
 """
