@@ -17,7 +17,7 @@ import duckdb
 
 from pipeline.catalog.bounded_sql import SQLLimitError
 from pipeline.catalog.export_process import attach_solver_process
-from pipeline.catalog.export_splits import Dropped
+from pipeline.catalog.export_splits import Dropped, contamination_detail, undetermined_detail
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.catalog.store import StoreError
@@ -161,14 +161,11 @@ VIEW_REASONS = {
 def view_rejection(r: dict[str, Any]) -> Dropped:
     why = r["rejected_by"]
     if why == "contaminated":
-        what = ", ".join(r.get("contamination_benchmarks") or [])
-        how = ", ".join(r.get("contamination_methods") or [])
-        detail = f"{what}: {how}"
+        detail = contamination_detail(r)
     elif why == "below_v_threshold":
         detail = f"V {r['verifier_v']} <= the run's control threshold {r['v_threshold']}"
     elif why.endswith("_undetermined"):
-        detail = f"{why.removesuffix('_undetermined')} undetermined: gold-evidence answers " \
-                 f"correct 0 of {r.get('gold_n')}"  # fmt: skip
+        detail = undetermined_detail([why.removesuffix("_undetermined")], r.get("gold_n"))
     else:
         detail = None
     return Dropped(r["record_id"], VIEW_REASONS.get(why, why), r.get("duplicate_of"), detail)

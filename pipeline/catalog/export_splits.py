@@ -45,6 +45,13 @@ def drop_unusable(rows: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return kept, dropped
 
 
+def contamination_detail(row: dict[str, Any]) -> str:
+    """'benchmarks: methods' of a contaminated record (the export's drop and the view's)."""
+    what = ", ".join(row.get("contamination_benchmarks") or [])
+    how = ", ".join(row.get("contamination_methods") or [])
+    return f"{what}: {how}"
+
+
 def drop_contaminated(
     rows: Iterable[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
@@ -53,9 +60,8 @@ def drop_contaminated(
     kept, dropped = [], []
     for row in rows:
         if row.get("contaminated"):
-            what = ", ".join(row.get("contamination_benchmarks") or [])
-            how = ", ".join(row.get("contamination_methods") or [])
-            dropped.append(Dropped(row["record_id"], "contaminated", None, f"{what}: {how}"))
+            detail = contamination_detail(row)
+            dropped.append(Dropped(row["record_id"], "contaminated", None, detail))
         else:
             kept.append(row)
     return kept, dropped
@@ -96,6 +102,11 @@ def drop_ambiguous(
     return kept, dropped
 
 
+def undetermined_detail(gates: Iterable[str], gold_n: int | None) -> str:
+    """Why an undetermined record is left out (the export's drop and the view's rejection)."""
+    return f"{' and '.join(gates)} undetermined: gold-evidence answers correct 0 of {gold_n}"
+
+
 def drop_undetermined(
     rows: Iterable[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
@@ -105,10 +116,7 @@ def drop_undetermined(
     for row in rows:
         gates = [g for g in ("shortcut", "uniqueness") if row.get(f"{g}_verdict") == "undetermined"]
         if gates:
-            detail = (
-                f"{' and '.join(gates)} undetermined: gold-evidence answers correct 0 of "
-                f"{row.get('gold_n')}"
-            )
+            detail = undetermined_detail(gates, row.get("gold_n"))
             dropped.append(Dropped(row["record_id"], "undetermined", None, detail))
         else:
             kept.append(row)
