@@ -28,6 +28,84 @@ REALDATA = ROOT.parent / "shared" / "realdata"
 SAMPLE_CORPUS = ROOT / "data" / "sample" / "corpus.jsonl"
 
 
+# -- tiers: what a test needs decides where it runs ---------------------------------------
+#
+# A fixture that starts something heavy says which tier it belongs to (`@needs(...)`); a test
+# is marked with the tier of every fixture it uses, directly or through other fixtures, and
+# with `slow` when it has any. `make check` runs `-m "not slow"` (no model, engine, server,
+# cluster, flow or whole run); `make test` runs everything.
+TIERS = {
+    "model": "loads a real model (embedder or LLM) in the test process",
+    "engine": "uses the session's vLLM engine",
+    "server": "starts a real server (LLM, retrieval, vLLM) on 127.0.0.1",
+    "cluster": "starts a real Ray cluster",
+    "flow": "runs Prefect flows (on the session's Prefect server)",
+    "run": "reads the session's landed nightly run",
+}
+
+
+def needs(*tiers: str):
+    """Tag a fixture function with the tiers a test that uses it belongs to."""
+    assert tiers and set(tiers) <= set(TIERS), tiers
+
+    def tag(fn):
+        fn.__test_tiers__ = tiers
+        return fn
+
+    return tag
+
+
+def item_tiers(item) -> set[str]:
+    """The tiers of the fixtures an item uses (pytest's closure includes indirect ones)."""
+    info = getattr(item, "_fixtureinfo", None)
+    found = set()
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info else None
+        if defs:
+            found.update(getattr(defs[-1].func, "__test_tiers__", ()))
+    return found
+
+
+def pytest_configure(config):
+    for tier, why in TIERS.items():
+        config.addinivalue_line("markers", f"{tier}: {why}")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tiers = item_tiers(item)
+        for tier in sorted(tiers):
+            item.add_marker(tier)
+        if tiers:
+            item.add_marker("slow")
+        if item.get_closest_marker("slow") and "flow" not in tiers:
+            # Slow tests may start the CLI, whose flows report to the session's server.
+            item.fixturenames.append("prefect_api")
+
+
+@pytest.fixture(scope="session")
+@needs("flow")
+def prefect_api():
+    """One Prefect API server for the whole session (the server Prefect's ephemeral mode would
+    start once per process): every flow run in this process and in the CLI processes tests
+    start reports to it, instead of each CLI process starting its own (5-8 s each)."""
+    from prefect.context import refresh_global_settings_context
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer(port=free_port())
+    server.start(timeout=180)
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = server.api_url
+    refresh_global_settings_context()
+    yield server.api_url
+    if before is None:
+        os.environ.pop("PREFECT_API_URL", None)
+    else:
+        os.environ["PREFECT_API_URL"] = before
+    refresh_global_settings_context()
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.exists():
@@ -36,6 +114,7 @@ def realdata() -> Path:
 
 
 @pytest.fixture(scope="session")
+@needs("model")
 def embedder():
     from pipeline.retrieval.embedding import Embedder
 
@@ -43,6 +122,20 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, embedder):
+    """The embedded profile's index of the sample corpus, built once for every test that only
+    reads it. `out` is its store: a server started with `store.out_dir=<out>` finds it there
+    (the retrieval limits a server is started with are not part of the index's identity)."""
+    from pipeline.core.config import load_config
+    from pipeline.retrieval.index_build import ensure_index
+
+    out = tmp_path_factory.mktemp("sample-index") / "out"
+    art = ensure_index(load_config(None, [f"store.out_dir={out}"]), embedder, progress=False)
+    return SimpleNamespace(out=out, dir=art.dir, passages=art.passages)
+
+
+@pytest.fixture(scope="session")
+@needs("model")
 def llm():
     from pipeline.core.config import LLMConfig
     from pipeline.llm import make_generator
@@ -157,7 +250,8 @@ def recording_run_io():
 
 
 @pytest.fixture(scope="session")
-def landed_run(tmp_path_factory, vllm_llm):
+@needs("run")
+def landed_run(tmp_path_factory, vllm_llm, prefect_api):
     """One real nightly run (the Prefect flow, in this process, on the session's vLLM engine:
     the embedded default) that audit/export/report tests read. Set CURRICULUM_TEST_LANDED=<dir>
     to reuse a run landed earlier with LANDED_SETTINGS (its out/ beside a run id file), e.g.
@@ -197,6 +291,7 @@ def vllm_test_config():
 
 
 @pytest.fixture(scope="session")
+@needs("engine")
 def vllm_llm():
     """The real offline vLLM engine serving the embedded model in a spawned engine core; a
     nightly run in this process on the embedded profile with llm.backend=vllm shares it."""
@@ -209,6 +304,7 @@ def vllm_llm():
 
 
 @pytest.fixture(scope="module")
+@needs("server")
 def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the embedded model on 127.0.0.1, named as the pipeline names it."""
     import sys

@@ -146,7 +146,7 @@ def test_evidence_audit_reports_exactly_the_corrupted_record(landed_run, verbati
 
 def test_evidence_problems_are_told_apart(landed_run, verbatim, tmp_path):
     if len(verbatim) < 2:
-        pytest.skip("needs two verbatim records")
+        pytest.fail(f"the landed run has {len(verbatim)} verbatim records; this test needs two")
     out = copy_landed(landed_run, tmp_path)
     moved, lost = verbatim[0], verbatim[1]
     rewrite_record(out, moved["record_id"], evidence_char_end=10**6)

@@ -21,7 +21,7 @@ from pipeline.llm.cancel import checkpoint
 from pipeline.llm.openai_server import create_completions_app
 from pipeline.retrieval.faiss_index import Hit
 from pipeline.retrieval.server import create_retrieval_app
-from tests.conftest import free_port
+from tests.conftest import free_port, needs
 
 SLOW = "slow"
 
@@ -66,6 +66,7 @@ class SlowRetriever:
 
 
 @pytest.fixture(scope="module")
+@needs("server")
 def servers():
     gen, ret = SlowGenerator(), SlowRetriever()
     limits = LLMServeConfig(max_request_tokens=1000, max_tokens_in_flight=1500)

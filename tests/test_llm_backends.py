@@ -33,7 +33,7 @@ from pipeline.llm.http_backend import (
     continuation_logprob,
     normalize_base_url,
 )
-from tests.conftest import ROOT, free_port, start_server
+from tests.conftest import ROOT, free_port, needs, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +50,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @pytest.fixture(scope="module")
+@needs("server")
 def llm_server(tmp_path_factory):
     """A real OpenAI-compatible server subprocess serving the embedded model."""
     port = free_port()
@@ -99,6 +100,7 @@ _BACKENDS = {
 
 
 @pytest.fixture(scope="module", params=list(_BACKENDS))
+@needs("model", "engine", "server")
 def backend(request):
     return request.getfixturevalue(_BACKENDS[request.param])
 
@@ -574,6 +576,13 @@ def test_count_tokens_without_server_tokenize(scripted, llm):
         assert gen.count_tokens("Paris is a city") == _local_count(llm, "Paris is a city")
         assert gen.count_tokens("Vienna") == _local_count(llm, "Vienna")
     assert sum(p == "/tokenize" for p, _ in scripted.requests) == 2  # once per generator
+
+
+def test_cut_at_stop():
+    from pipeline.llm.base import cut_at_stop
+
+    assert cut_at_stop(" Paris\nQuestion: x", ["\nQuestion", "\n"]) == " Paris"
+    assert cut_at_stop("abc", []) == "abc"
 
 
 def test_pure_helpers():

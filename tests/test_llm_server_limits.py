@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import free_port, start_server
+from tests.conftest import free_port, needs, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +29,7 @@ QUICK = {"prompt": "Paris is the capital of", "max_tokens": 1, "temperature": 0}
 
 
 @pytest.fixture(scope="module")
+@needs("server")
 def server(tmp_path_factory):
     port = free_port()
     cmd = [sys.executable, "-m", "pipeline.llm.openai_server", "--config", "configs/embedded.yaml"]

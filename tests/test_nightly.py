@@ -8,6 +8,7 @@ import sys
 import time
 
 import duckdb
+import orjson
 import pytest
 
 from pipeline.agents.rewards import hop_grouped_advantages
@@ -35,152 +36,174 @@ def _env(tmp_path):
     return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
 
 
-def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
-    """Killed and resumed on the transformers backend, so the nightly runs end to end on both
-    engines (the landed run is on vLLM, the embedded default)."""
-    run_id = "e2e-kill"
-    manifest = tmp_path / "out" / "runs" / run_id / "manifest.jsonl"
-    transformers = ("--set", "llm.backend=transformers")
-    proc = subprocess.Popen(
-        _cli(tmp_path, run_id, *transformers),
-        cwd=ROOT,
-        env=_env(tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.time() + 900
+def _wait(proc, ready, what: str, timeout: float = 900):
+    """Poll until `ready()` holds while `proc` runs; fail naming `what` if it never does."""
+    deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
-        if manifest.exists() and manifest.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.5)
-    assert proc.poll() is None, "run finished before it could be killed"
-    os.killpg(proc.pid, signal.SIGKILL)  # no chance to clean up, like a crashed host
-    proc.wait()
-    committed_before = manifest.read_text().count("\n")
-    assert 1 <= committed_before < 3
-    import orjson
+        if ready():
+            return
+        time.sleep(0.2)
+    pytest.fail(f"{what} never happened (exit {proc.poll()})")
 
+
+def _shard_in_flight(progress, committed: int, since: float):
+    """True once this process's progress file shows a worker inside an uncommitted shard."""
+    try:
+        if progress.stat().st_mtime < since:
+            return False
+        doc = orjson.loads(progress.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return False
+    running = [w for w in doc["workers"] if w["state"] == "running"]
+    return doc["shards_committed"] == committed and bool(running)
+
+
+def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp_path, landed_run):
+    """Night 2 after the session's landed run (a copy of it is night 1), in four processes:
+
+    1. the night-2 CLI commits a shard; a concurrent run is refused (one run per store); a
+       SIGTERM lets it finish the shard in progress and stop resumable (exit 3);
+    2. the rerun is SIGKILLed inside a shard, as a crashed host would go;
+    3. the next rerun completes: the committed shards were neither redone nor recommitted, the
+       records are exactly the plan's (none lost, none doubled), and iteration 2 started from
+       iteration 1's bandit counts.
+    Night 2 runs on the transformers backend, night 1 on vLLM: the nightly runs end to end on
+    both engines (the KG stage is reused across them: its key names the model, not the
+    engine)."""
+    from pipeline.core.config import load_config
+    from pipeline.core.io import sha256_file
+    from pipeline.selector.ucb import VIRTUAL_PULLS, cluster_count
+
+    env = _env(tmp_path)
+    shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
+    first, run_id = landed_run.run_id, "night-2"
+    transformers = ("--set", "llm.backend=transformers")
+    run_dir = tmp_path / "out" / "runs" / run_id
+    manifest, progress = run_dir / "manifest.jsonl", run_dir / "progress.json"
+
+    def committed() -> int:
+        return manifest.read_text().count("\n") if manifest.exists() else 0
+
+    def start(log_name: str) -> subprocess.Popen:
+        with (tmp_path / log_name).open("w") as fh:  # a file, not a pipe nobody drains
+            return subprocess.Popen(
+                _cli(tmp_path, run_id, *transformers), cwd=ROOT, env=env, stdout=fh,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    # 1. A shard committed, an intruder refused, then a polite stop.
+    proc = start("stopped.log")
+    _wait(proc, lambda: committed() >= 1, "a first committed shard")
+    intruder = subprocess.run(_cli(tmp_path, "intruder", *transformers), cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert intruder.returncode == 2
+    assert f"'{run_id}'" in intruder.stderr and "is writing" in intruder.stderr
+    assert not (tmp_path / "out" / "runs" / "intruder").exists()
+    proc.send_signal(signal.SIGTERM)  # finish the shard in progress, then stop
+    proc.wait(timeout=900)
+    log = (tmp_path / "stopped.log").read_text()
+    assert proc.returncode == 3, log[-3000:]
+    assert "resume it with" in log
+    stopped = committed()
+    assert 1 <= stopped <= 2
+    with duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True) as con:
+        assert con.execute(
+            "SELECT status, shards_completed FROM runs WHERE run_id = ?", [run_id]
+        ).fetchone() == ("stopped", stopped)
+
+    # 2. The rerun dies inside a shard: no chance to clean up.
     before = [orjson.loads(line) for line in manifest.read_text().splitlines()]
+    since = time.time()
+    proc = start("killed.log")
+    _wait(proc, lambda: _shard_in_flight(progress, stopped, since), "a shard in flight")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert [orjson.loads(line) for line in manifest.read_text().splitlines()] == before
 
-    done = subprocess.run(
-        _cli(tmp_path, run_id, *transformers),
-        cwd=ROOT,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    # 3. The next rerun completes what is left.
+    done = subprocess.run(_cli(tmp_path, run_id, *transformers), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "DuckDB catalog:" in done.stdout
-    # Shards committed before the kill were neither redone nor recommitted.
     after = [orjson.loads(line) for line in manifest.read_text().splitlines()]
     assert [e["shard"] for e in after] == ["00000", "00001", "00002"]
-    assert after[: len(before)] == before
-    from pipeline.core.io import sha256_file
-
+    assert after[: len(before)] == before  # committed shards were not redone or recommitted
     for entry in before:
         for f in entry["files"]:
             assert sha256_file(tmp_path / "out" / f["path"]) == f["sha256"]
 
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
+    night = [run_id]
     got = con.execute(
-        "SELECT record_id, cluster_id, task_type, hop_count FROM curriculum ORDER BY slot"
+        """SELECT record_id, cluster_id, task_type, hop_count FROM curriculum
+           WHERE run_id = ? ORDER BY slot""",
+        night,
     ).fetchall()
     plan = con.execute(
-        "SELECT slot, passage_id, cluster_id, task_type, hop_count FROM run_plan ORDER BY slot"
+        """SELECT slot, passage_id, cluster_id, task_type, hop_count FROM run_plan
+           WHERE run_id = ? ORDER BY slot""",
+        night,
     ).fetchall()
     assert len(plan) == 6
     expected = [(record_id(run_id, s, pid), c, t, h) for s, pid, c, t, h in plan]
     assert got == expected  # none lost, none doubled, each with its selector draw
-    rows = con.execute(
-        """SELECT count(*), count(*) FILTER (WHERE is_valid OR invalid_reason IS NOT NULL),
-                  avg(verifier_v) FROM curriculum"""
-    ).fetchone()
-    assert rows[0] == 6 and rows[1] == 6
-    status = con.execute("SELECT status, shards_completed, shards_planned FROM runs").fetchone()
-    assert status == ("completed", 3, 3)
-    # Rollouts and verifier samples join to their records; evidence re-checks against passages.
-    orphans = con.execute(
+    assert con.execute(
+        """SELECT count(*), count(*) FILTER (WHERE is_valid OR invalid_reason IS NOT NULL)
+           FROM curriculum WHERE run_id = ?""",
+        night,
+    ).fetchone() == (6, 6)
+    assert con.execute(
+        "SELECT status, shards_completed, shards_planned FROM runs WHERE run_id = ?", night
+    ).fetchone() == ("completed", 3, 3)
+    engines = con.execute(
+        "SELECT run_id, config_yaml LIKE '%backend: transformers%' FROM runs ORDER BY run_id"
+    ).fetchall()
+    assert engines == sorted([(first, False), (run_id, True)])  # night 1 ran on vLLM
+
+    # Rollouts and samples join to their records, one proposer rollout each; evidence
+    # re-checks against the passages.
+    assert con.execute(
         """SELECT count(*) FROM verifier_samples v LEFT JOIN curriculum c USING (record_id)
            WHERE c.record_id IS NULL"""
-    ).fetchone()[0]
-    assert orphans == 0
-    # Every record has exactly one proposer rollout; solver rollouts join to valid records.
+    ).fetchone() == (0,)
     assert con.execute(
         """SELECT count(*), count(DISTINCT p.record_id) FROM proposer_rollouts p
-           JOIN curriculum c USING (record_id)"""
+           JOIN curriculum c USING (record_id) WHERE c.run_id = ?""",
+        night,
     ).fetchone() == (6, 6)
     assert con.execute(
         """SELECT count(*) FROM solver_rollouts s LEFT JOIN curriculum c USING (record_id)
            WHERE c.record_id IS NULL OR NOT c.is_valid"""
     ).fetchone() == (0,)
+    cfg = load_config(None, LANDED_SETTINGS)
     turns = con.execute(
         "SELECT max(turns), bool_and(turns = proposer_turns) FROM proposer_rollouts "
         "JOIN curriculum USING (record_id)"
     ).fetchone()
-    assert turns[0] <= 2 and turns[1]
-    # The SQL advantages view equals the pure eq.-5 function on the same rewards.
-    adv = con.execute(
-        "SELECT proposer_reward, hop_count, advantage FROM proposer_advantages ORDER BY record_id"
-    ).fetchall()
-    expect = hop_grouped_advantages([a[0] for a in adv], [a[1] for a in adv])
-    assert [a[2] for a in adv] == pytest.approx(expect, abs=1e-6)
+    assert turns[0] <= cfg.generation.max_turns and turns[1]
     assert con.execute(
         "SELECT count(*) FROM evidence_check WHERE NOT evidence_matches"
     ).fetchone() == (0,)
-    k = con.execute(
-        """SELECT count(*) FROM curriculum
-           WHERE is_valid AND solver_n = 2 AND solver_k BETWEEN 0 AND 2"""
-    ).fetchone()[0]
-    assert k == con.execute("SELECT count(*) FROM curriculum WHERE is_valid").fetchone()[0]
+    n = cfg.rewards.n_solver
+    scored, valid_records = con.execute(
+        """SELECT count(*) FILTER (WHERE solver_n = ? AND solver_k BETWEEN 0 AND ?), count(*)
+           FROM curriculum WHERE is_valid""",
+        [n, n],
+    ).fetchone()
+    assert scored == valid_records
+    # The SQL advantages view equals the pure eq.-5 function on the same rewards, per run.
+    for rid in (first, run_id):
+        adv = con.execute(
+            """SELECT proposer_reward, hop_count, advantage FROM proposer_advantages
+               WHERE run_id = ? ORDER BY record_id""",
+            [rid],
+        ).fetchall()
+        expect = hop_grouped_advantages([a[0] for a in adv], [a[1] for a in adv])
+        assert [a[2] for a in adv] == pytest.approx(expect, abs=1e-6)
 
-
-def test_second_run_continues_the_selector_state(tmp_path, landed_run):
-    """Two consecutive nightly runs: iteration 2 starts from iteration 1's bandit counts.
-
-    Night 1 is a copy of the session's landed run (same settings). On the way, the second run
-    meets a concurrent run (refused: one run per store) and a SIGTERM (it finishes the shard in
-    progress, stops resumable, and the rerun completes)."""
-    env = _env(tmp_path)
-    shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
-    first = landed_run.run_id
-
-    manifest = tmp_path / "out" / "runs" / "night-2" / "manifest.jsonl"
-    log = tmp_path / "night-2.log"  # a file, not a pipe nobody drains while it runs
-    with log.open("w") as fh:
-        proc = subprocess.Popen(_cli(tmp_path, "night-2"), cwd=ROOT, env=env,
-                                stdout=fh, stderr=subprocess.STDOUT)  # fmt: skip
-    deadline = time.time() + 900
-    while time.time() < deadline and proc.poll() is None:
-        if manifest.exists() and manifest.read_text().count("\n") >= 1:
-            break
-        time.sleep(0.5)
-    assert proc.poll() is None, "night-2 finished before it could be stopped"
-    intruder = subprocess.run(_cli(tmp_path, "intruder"), cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert intruder.returncode == 2
-    assert "'night-2'" in intruder.stderr and "is writing" in intruder.stderr
-    assert not (tmp_path / "out" / "runs" / "intruder").exists()
-    proc.send_signal(signal.SIGTERM)  # a polite stop: finish the shard in progress
-    proc.wait(timeout=900)
-    assert proc.returncode == 3, log.read_text()[-3000:]
-    assert "resume it with" in log.read_text()
-    stopped = manifest.read_text().count("\n")
-    assert 1 <= stopped <= 2
-    run = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
-    assert run.execute(
-        "SELECT status, shards_completed FROM runs WHERE run_id = 'night-2'"
-    ).fetchone() == ("stopped", stopped)
-    run.close()
-
-    done = subprocess.run(_cli(tmp_path, "night-2"), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert manifest.read_text().count("\n") == 3
-    con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
+    # Night 2 continued the selector state of night 1.
     plans = dict(con.execute("SELECT DISTINCT run_id, iteration FROM run_plan").fetchall())
-    assert plans == {first: 1, "night-2": 2}
+    assert plans == {first: 1, run_id: 2}
     pulls = dict(
         con.execute(
             "SELECT iteration, sum(pulls) FROM selector_state WHERE bandit = 'cluster' GROUP BY 1"
@@ -191,11 +214,12 @@ def test_second_run_continues_the_selector_state(tmp_path, landed_run):
             "SELECT run_id, count(*) FILTER (WHERE is_valid) FROM curriculum GROUP BY 1"
         ).fetchall()
     )
-    k = 10  # K0 virtual pulls, one per cluster arm
-    assert pulls[1] == k + valid[first]
-    assert pulls[2] == pulls[1] + valid["night-2"]  # iteration 2 read iteration 1's counts
+    arms = cluster_count(cfg.selector.k0, cfg.selector.alpha, 0)
+    assert pulls[1] == arms * VIRTUAL_PULLS + valid[first]  # K0 arms, one virtual pull each
+    assert pulls[2] == pulls[1] + valid[run_id]  # iteration 2 read iteration 1's counts
     used = con.execute("SELECT iteration, sum(uses) FROM selector_usage GROUP BY 1").fetchall()
-    assert dict(used) == {1: 6, 2: 12}  # every draw counted, cumulatively
+    draws = cfg.generation.num_sources
+    assert dict(used) == {1: draws, 2: 2 * draws}  # every draw counted, cumulatively
     # The KG stage ran once (reused by the second run); linked records carry the end of their
     # subgraph's target path (the hops the question follows, ending at the answer).
     assert con.execute("SELECT count(*) FROM subgraphs").fetchone()[0] >= 1

@@ -8,7 +8,6 @@ import bz2
 import subprocess
 from pathlib import Path
 
-import pytest
 import zstandard
 from prefect.states import Failed
 
@@ -41,7 +40,7 @@ def no_leftovers(out: Path) -> None:
     assert ".complete" not in names and not [n for n in names if "tmp" in n], names
 
 
-def test_index_build_bad_line_is_one_line_and_exit_2(tmp_path):
+def test_index_build_bad_line_is_one_line_and_exit_2(tmp_path, prefect_api):
     corpus = tmp_path / "bad.jsonl"
     corpus.write_text(GOOD + "this is not json\n")
     out = tmp_path / "out"
@@ -74,9 +73,8 @@ def test_kg_ingest_fake_gz_is_exit_2(tmp_path):
     assert "Not a gzipped file" in assert_one_line_error(res, str(dump))
 
 
-@pytest.mark.slow
-def test_cluster_kg_extract_and_nightly_map_bad_input_to_exit_2(tmp_path):
-    """The other flow-backed commands (a Prefect server start each, ~40 s)."""
+def test_cluster_kg_extract_and_nightly_map_bad_input_to_exit_2(tmp_path, prefect_api):
+    """The other flow-backed commands, on the session's Prefect server."""
     res = cli("cluster", "--set", f"corpus.path={tmp_path}", "--set", f"store.out_dir={tmp_path}")
     assert_one_line_error(res, str(tmp_path), "is a directory")
     dump = tmp_path / "dump.json.gz"

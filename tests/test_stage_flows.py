@@ -61,40 +61,26 @@ def test_land_and_export_flows_on_a_copied_store(landed_run, tmp_path):
     assert (tmp_path / "export" / "jsonl" / "validation.jsonl").exists()
 
 
-def test_prefect_yaml_registers_the_scheduled_nightly_deployment(tmp_path):
-    """`make deploy` against a real Prefect server: the schedule, parameters and pool land."""
-    from tests.conftest import free_port, start_server
-
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api}
+def test_prefect_yaml_registers_the_scheduled_nightly_deployment(tmp_path, prefect_api):
+    """`make deploy` against a real Prefect server (the session's): the schedule, parameters
+    and pool land."""
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": prefect_api}
     prefect = str(ROOT / ".venv" / "bin" / "prefect")
     if not os.path.exists(prefect):
         prefect = shutil.which("prefect") or pytest.fail("prefect CLI not installed")
-    server = start_server(
-        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        api,
-        tmp_path / "server.log",
-        env,
-        timeout=240,
-    )
-    try:
 
-        def run(*args):
-            res = subprocess.run(
-                [prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-            )
-            assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-            return res.stdout
+    def run(*args):
+        res = subprocess.run(
+            [prefect, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res.stdout
 
-        run("work-pool", "create", "curriculum", "--type", "process")
-        run("--no-prompt", "deploy", "--all")
-        nightly = json.loads(run("deployment", "inspect", "nightly/nightly", "-o", "json"))
-        export = json.loads(run("deployment", "inspect", "export/export", "-o", "json"))
-        on_ray = json.loads(run("deployment", "inspect", "nightly/nightly-ray", "-o", "json"))
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    run("work-pool", "create", "curriculum", "--type", "process", "--overwrite")
+    run("--no-prompt", "deploy", "--all")
+    nightly = json.loads(run("deployment", "inspect", "nightly/nightly", "-o", "json"))
+    export = json.loads(run("deployment", "inspect", "export/export", "-o", "json"))
+    on_ray = json.loads(run("deployment", "inspect", "nightly/nightly-ray", "-o", "json"))
     assert nightly["entrypoint"] == "flows/nightly.py:nightly"
     assert nightly["work_pool_name"] == "curriculum"
     assert nightly["parameters"] == {"profile": "configs/embedded.yaml", "overrides": []}
