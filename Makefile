@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
 PREFECT_PORT ?= 4200
-.PHONY: demo test lint format install clean-out prefect-server deploy worker
+.PHONY: demo test check lint format install clean-out prefect-server deploy worker
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The loop for every edit (< 3 min): ruff, then the tests that need no model, engine, server,
+# cluster, flow or landed run (tiers in tests/conftest.py). `make test` runs everything.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -74,13 +74,60 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers = item_tiers(item)
+        _TIERS_OF[item.nodeid] = tiers
         for tier in sorted(tiers):
             item.add_marker(tier)
         if tiers:
             item.add_marker("slow")
         if item.get_closest_marker("slow") and "flow" not in tiers:
-            # Slow tests may start the CLI, whose flows report to the session's server.
+            # A slow test may start the CLI, whose flows then report to the session's server.
             item.fixturenames.append("prefect_api")
+            item.add_marker("flow")
+            _TIERS_OF[item.nodeid] = tiers | {"flow"}
+
+
+# -- the suite measures itself --------------------------------------------------------------
+
+BUDGET_FILE = Path(__file__).with_name("time_budget.toml")
+_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, filled at collection
+_SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
+
+
+def pytest_runtest_logreport(report):
+    _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Each test's time against its share in tests/time_budget.toml, and the tier totals:
+    a test that grows past its share shows at review time (a report, not a failure)."""
+    import tomllib
+
+    if not _SECONDS:
+        return
+    budget = tomllib.loads(BUDGET_FILE.read_text(encoding="utf-8"))
+    shares, default = budget["tests"], budget["default"]
+    over = []
+    for nodeid, secs in _SECONDS.items():
+        key = nodeid if nodeid in shares else nodeid.split("[", 1)[0]
+        share = shares.get(key, default["slow" if _TIERS_OF.get(nodeid) else "check"])
+        if secs > share:
+            over.append((secs, share, nodeid))
+    tiers: dict[str, float] = {}
+    for nodeid, secs in _SECONDS.items():
+        for tier in sorted(_TIERS_OF.get(nodeid) or {"check"}):
+            tiers[tier] = tiers.get(tier, 0.0) + secs
+    total = sum(_SECONDS.values())
+    write = terminalreporter.write_line
+    terminalreporter.section("test-time budget")
+    scope = "check" if config.option.markexpr == "not slow" else "suite"
+    write(f"{len(_SECONDS)} tests, {total:.0f} s in tests; the {scope}'s share is "
+          f"{budget['total'][scope]} s ({BUDGET_FILE.name})")  # fmt: skip
+    write("by tier (a test counts in each of its tiers): "
+          + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(tiers.items())))  # fmt: skip
+    if total > budget["total"][scope]:
+        write(f"OVER BUDGET: the {scope} took {total:.0f} s > {budget['total'][scope]} s")
+    for secs, share, nodeid in sorted(over, reverse=True):
+        write(f"over its share: {nodeid}  {secs:.1f} s > {share} s")
 
 
 @pytest.fixture(scope="session")

@@ -63,14 +63,11 @@ def test_single_turn_callers_see_rendered_prompts(template_file, llm):
 
 
 @pytest.mark.slow
-def test_solver_rollouts_start_in_the_assistant_turn(template_file, llm, tmp_path, embedder):
+def test_solver_rollouts_start_in_the_assistant_turn(template_file, llm, sample_index, embedder):
     from pipeline.retrieval.faiss_index import Retriever
-    from pipeline.retrieval.index_build import ensure_index
 
-    cfg = load_config(
-        None, [f"store.out_dir={tmp_path / 'out'}", f"llm.chat_template={template_file}"]
-    )
-    retriever = Retriever(ensure_index(cfg, embedder, progress=False).dir, embedder)
+    cfg = load_config(None, [f"llm.chat_template={template_file}"])
+    retriever = Retriever(sample_index.dir, embedder)
     shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
     task = SolverTask("r1", "Who composed The Magic Flute?", "Mozart", None, None, [])
     s = SolverSettings(n=1, temperature=0.0, max_tokens=24, seed=1, max_turns=2)

@@ -72,14 +72,10 @@ def test_auc_and_leakage_share_on_hand_made_scores():
 
 
 @pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder):
-    from pipeline.core.config import load_config
+def retriever(sample_index, embedder):
     from pipeline.retrieval.faiss_index import Retriever
-    from pipeline.retrieval.index_build import ensure_index
 
-    out = tmp_path_factory.mktemp("gates") / "out"
-    cfg = load_config(None, [f"store.out_dir={out}"])
-    return Retriever(ensure_index(cfg, embedder, progress=False).dir, embedder)
+    return Retriever(sample_index.dir, embedder)
 
 
 @pytest.fixture(scope="module")

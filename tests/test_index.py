@@ -1,5 +1,7 @@
 """Real embedder (all-MiniLM-L6-v2 from its PyPI package) and real FAISS."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -14,19 +16,25 @@ from pipeline.retrieval.faiss_index import (
 from pipeline.retrieval.index_build import ensure_index
 
 
-def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
-    passages = tmp_path / "idx" / "passages.parquet"
+@pytest.fixture(scope="module")
+def wiki1000(tmp_path_factory, embedder, realdata):
+    """The 1,000 real Wikipedia-2018 passages embedded once, in 4 shards, for the index tests."""
+    root = tmp_path_factory.mktemp("wiki1000")
+    passages = root / "passages.parquet"
     load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
     fp = corpus_fingerprint(passages)
-    res = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 300, fp, progress=False)
+    res = embed_corpus(embedder, passages, root / "emb", 250, fp, progress=False)
     assert res.rows == 1000 and len(res.shards) == 4 and res.embedded_shards == 4
-    meta = {
-        "model": embedder.model_ref,
-        "query_prompt": "",
-        "passage_prompt": "",
-        "fingerprint": fp,
-    }
-    build_faiss_index(res.shards, res.dim, "Flat", tmp_path / "idx", meta)
+    meta = {"model": embedder.model_ref, "query_prompt": "", "passage_prompt": ""}
+    meta["fingerprint"] = fp
+    return SimpleNamespace(passages=passages, fp=fp, res=res, meta=meta, root=root)
+
+
+def test_flat_index_matches_brute_force(tmp_path, embedder, wiki1000):
+    res = wiki1000.res
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "passages.parquet").write_bytes(wiki1000.passages.read_bytes())
+    build_faiss_index(res.shards, res.dim, "Flat", tmp_path / "idx", wiki1000.meta)
     retriever = Retriever(tmp_path / "idx", embedder)
     queries = [
         "who wrote the declaration of independence",
@@ -41,13 +49,27 @@ def test_flat_index_matches_brute_force(tmp_path, embedder, realdata):
     brute = np.argsort(-(q @ vecs.T), axis=1)[:, :10]
     for h, b in zip(hits, brute, strict=True):
         assert [x.row for x in h] == b.tolist()
-    # Resume: deleting one shard re-embeds exactly that shard.
-    (tmp_path / "idx" / "emb" / "emb-00002.npy").unlink()
-    again = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 300, fp, progress=False)
+
+
+def test_embedding_resumes_at_missing_shards_and_never_reuses_other_cuts(tmp_path, embedder):
+    """Deleting one shard re-embeds exactly that shard; a different shard size never reuses
+    shards cut at other row boundaries (on 120 of the sample passages: the rule, not the
+    volume, is under test; the killed CLI build is test_index_resume)."""
+    from tests.conftest import SAMPLE_CORPUS
+
+    small = tmp_path / "c.jsonl"
+    small.write_text("".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(True)[:120]))
+    passages = tmp_path / "p.parquet"
+    load_corpus(small, passages)
+    fp, emb = corpus_fingerprint(passages), tmp_path / "emb"
+    res = embed_corpus(embedder, passages, emb, 30, fp, progress=False)
+    assert res.rows == 120 and res.embedded_shards == 4
+    vecs = np.concatenate(load_shards(res.shards))
+    (emb / "emb-00002.npy").unlink()
+    again = embed_corpus(embedder, passages, emb, 30, fp, progress=False)
     assert again.embedded_shards == 1
     assert np.array_equal(np.concatenate(load_shards(again.shards)), vecs)
-    # A different shard size never reuses shards cut at other row boundaries.
-    resized = embed_corpus(embedder, passages, tmp_path / "idx" / "emb", 400, fp, progress=False)
+    resized = embed_corpus(embedder, passages, emb, 40, fp, progress=False)
     assert resized.embedded_shards == 3
     assert np.allclose(np.concatenate(load_shards(resized.shards)), vecs, atol=1e-5)
 
@@ -98,19 +120,10 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
     assert rows == [("run-a", 11, rows[0][2])] and "not valid JSON" in rows[0][2]
 
 
-def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, realdata):
+def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, wiki1000):
     from pipeline.retrieval.faiss_index import ivf_lists
 
-    passages = tmp_path / "passages.parquet"
-    load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
-    fp = corpus_fingerprint(passages)
-    res = embed_corpus(embedder, passages, tmp_path / "emb", 500, fp, progress=False)
-    meta = {
-        "model": embedder.model_ref,
-        "query_prompt": "",
-        "passage_prompt": "",
-        "fingerprint": fp,
-    }
+    res, meta, passages = wiki1000.res, wiki1000.meta, wiki1000.passages
     flat_dir, ivf_dir = tmp_path / "flat", tmp_path / "ivf"
     for d in (flat_dir, ivf_dir):
         d.mkdir()

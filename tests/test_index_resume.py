@@ -16,13 +16,17 @@ pytestmark = pytest.mark.slow
 
 def test_killed_embedding_resumes_at_missing_shards(tmp_path, realdata):
     out = tmp_path / "out"
-    cmd = [
+    corpus = realdata / "wiki18_sample_1000.jsonl"
+    shards = -(-sum(1 for _ in corpus.open(encoding="utf-8")) // 50)
+    build = [
         sys.executable, "-m", "cli", "index", "build",
-        "--set", f"corpus.path={realdata / 'wiki18_sample_1000.jsonl'}",
+        "--set", f"corpus.path={corpus}",
         "--set", f"store.out_dir={out}",
         "--set", "embedding.shard_size=50",
-        "--set", "embedding.batch_size=2",  # slow enough to be killed between shards
     ]  # fmt: skip
+    # Batches of 2: slow enough to be killed between shards. The batch size is not part of
+    # the index's identity, so the reruns take the default and find the same index.
+    cmd = [*build, "--set", "embedding.batch_size=2"]
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -44,16 +48,16 @@ def test_killed_embedding_resumes_at_missing_shards(tmp_path, realdata):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done_before = pq.read_metadata(manifest).num_rows
-    assert 3 <= done_before < 20
+    assert 3 <= done_before < shards
     kept = {p.name: p.stat().st_mtime_ns for p in manifest.parent.glob("emb-*.npy")}
     rows = pq.read_table(manifest).to_pylist()
 
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(build, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f"built ({20 - done_before} shards embedded)" in res.stdout
+    assert f"built ({shards - done_before} shards embedded)" in res.stdout
     for r in rows:  # shards committed before the kill were not recomputed
         assert (manifest.parent / r["path"]).stat().st_mtime_ns == kept[r["path"]]
-    assert pq.read_metadata(manifest).num_rows == 20
+    assert pq.read_metadata(manifest).num_rows == shards
 
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    again = subprocess.run(build, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "unchanged, reused" in again.stdout

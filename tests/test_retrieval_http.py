@@ -19,8 +19,7 @@ from pipeline.core.run_control import is_transient
 from pipeline.retrieval import make_retriever
 from pipeline.retrieval.faiss_index import META_FILE, IndexMismatchError, Retriever
 from pipeline.retrieval.http_retriever import HTTPRetriever
-from pipeline.retrieval.index_build import ensure_index
-from tests.conftest import ROOT, free_port, start_server
+from tests.conftest import ROOT, free_port, needs, start_server
 from tests.test_rollout import Scripted
 
 MAX_QUERIES = 4  # the server's limit: a larger batch is split into requests of 4
@@ -40,23 +39,24 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, embedder):
-    """A real index from the sample corpus, a real server over it, and the run's config."""
-    out = tmp_path_factory.mktemp("rhttp") / "out"
+@needs("server")
+def served(tmp_path_factory, sample_index):
+    """The session's sample index, a real server over it, and the run's config."""
+    out = sample_index.out  # the server and the runs here only read the index
     sets = [f"store.out_dir={out}", f"retrieval.max_queries={MAX_QUERIES}"]
-    art = ensure_index(load_config(None, sets), embedder, progress=False)
     port = free_port()
     cmd = [sys.executable, "-m", "cli", "index", "serve", "--port", str(port)]
     for s in sets:
         cmd += ["--set", s]
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = start_server(cmd, base, out.parent / "server.log", env, timeout=180)
+    log = tmp_path_factory.mktemp("rhttp") / "server.log"
+    proc = start_server(cmd, base, log, env, timeout=180)
     # The generation side: same profile, http backend (its own max_queries is not the server's).
     cfg = load_config(
         None, [f"store.out_dir={out}", "retrieval.backend=http", f"retrieval.url={base}"]
     )
-    yield cfg, art.dir, base
+    yield cfg, sample_index.dir, base
     proc.terminate()
     proc.wait(timeout=30)
 

@@ -20,18 +20,12 @@ from pipeline.agents.rollout import (
 from pipeline.agents.solver import SolverSettings, SolverTask, solve
 from pipeline.llm.base import SamplingParams
 from pipeline.retrieval.faiss_index import Retriever
-from pipeline.retrieval.index_build import ensure_index
 from tests.conftest import ROOT
 
 
 @pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder):
-    from pipeline.core.config import load_config
-
-    out = tmp_path_factory.mktemp("rollout") / "out"
-    cfg = load_config(None, [f"store.out_dir={out}"])
-    art = ensure_index(cfg, embedder, progress=False)
-    return CountingRetriever(art.dir, embedder)
+def retriever(sample_index, embedder):
+    return CountingRetriever(sample_index.dir, embedder)
 
 
 class CountingRetriever(Retriever):

@@ -6,27 +6,25 @@ import sys
 import httpx
 import pytest
 
-from pipeline.retrieval.index_build import ensure_index
-from tests.conftest import free_port, start_server
+from tests.conftest import free_port, needs, start_server
 
 MAX_BODY = 8192
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, embedder):
-    from pipeline.core.config import load_config
-
-    out = tmp_path_factory.mktemp("srv") / "out"
+@needs("server")
+def server(tmp_path_factory, sample_index):
+    out = sample_index.out  # the server only reads the index
     sets = [f"store.out_dir={out}", "retrieval.max_topk=10", "retrieval.max_queries=4"]
     sets.append(f"retrieval.max_body_bytes={MAX_BODY}")
-    ensure_index(load_config(None, sets), embedder, progress=False)
     port = free_port()
     cmd = [sys.executable, "-m", "cli", "index", "serve", "--port", str(port)]
     for s in sets:
         cmd += ["--set", s]
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = start_server(cmd, base, out.parent / "server.log", env, timeout=180)
+    log = tmp_path_factory.mktemp("srv") / "server.log"
+    proc = start_server(cmd, base, log, env, timeout=180)
     yield base
     proc.terminate()
     proc.wait(timeout=30)
