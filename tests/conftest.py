@@ -74,16 +74,16 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers = item_tiers(item)
+        if not tiers and item.get_closest_marker("slow"):
+            # Marked slow by hand, with no heavy fixture: it starts the CLI on a model, whose
+            # flows report to the session's server.
+            item.fixturenames.append("prefect_api")
+            tiers = {"flow"}
         _TIERS_OF[item.nodeid] = tiers
         for tier in sorted(tiers):
             item.add_marker(tier)
         if tiers:
             item.add_marker("slow")
-        if item.get_closest_marker("slow") and "flow" not in tiers:
-            # A slow test may start the CLI, whose flows then report to the session's server.
-            item.fixturenames.append("prefect_api")
-            item.add_marker("flow")
-            _TIERS_OF[item.nodeid] = tiers | {"flow"}
 
 
 # -- the suite measures itself --------------------------------------------------------------

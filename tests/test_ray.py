@@ -77,8 +77,8 @@ def _cluster_processes(token: str) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 @needs("cluster")
-def ray_cluster(tmp_path_factory):
-    token = secrets.token_hex(16)
+def ray_cluster(tmp_path_factory, prefect_api):
+    token = secrets.token_hex(16)  # (prefect_api first: the runs' env names its server)
     env = _env(token)
     port = free_port()
     common = ["--num-cpus", "1", "--disable-usage-stats"]

@@ -257,7 +257,7 @@ def test_evalact_solver_on_the_real_model(retriever, llm):
                    "p-none", []),
         SolverTask("r2", "Into which sea does the Danube flow?", "Black Sea", None, None, []),
     ]  # fmt: skip
-    s = SolverSettings(n=3, temperature=1.0, max_tokens=48, seed=11, max_turns=2,
+    s = SolverSettings(n=2, temperature=1.0, max_tokens=48, seed=11, max_turns=2,
                        protocol="evalact")  # fmt: skip
     res = solve(llm, retriever, tasks, shots, s)
     segments = 0
