@@ -178,7 +178,7 @@ def sample_index(tmp_path_factory, embedder):
 
     out = tmp_path_factory.mktemp("sample-index") / "out"
     art = ensure_index(load_config(None, [f"store.out_dir={out}"]), embedder, progress=False)
-    return SimpleNamespace(out=out, dir=art.dir, passages=art.passages)
+    return SimpleNamespace(out=out, dir=art.dir, passages=art.passages, reused=art.reused)
 
 
 @pytest.fixture(scope="session")

@@ -74,11 +74,13 @@ def test_embedding_resumes_at_missing_shards_and_never_reuses_other_cuts(tmp_pat
     assert np.allclose(np.concatenate(load_shards(resized.shards)), vecs, atol=1e-5)
 
 
-def test_query_model_mismatch_is_refused(tmp_path, embedder, tmp_cfg):
-    cfg = tmp_cfg()
+def test_query_model_mismatch_is_refused(embedder, sample_index):
+    from pipeline.core.config import load_config
+
+    assert sample_index.passages >= 400 and not sample_index.reused  # built by the fixture
+    cfg = load_config(None, [f"store.out_dir={sample_index.out}"])
     art = ensure_index(cfg, embedder, progress=False)
-    assert art.passages >= 400 and not art.reused
-    assert ensure_index(cfg, embedder, progress=False).reused
+    assert art.reused and art.dir == sample_index.dir
     embedder_e5 = type(embedder).__new__(type(embedder))
     embedder_e5.__dict__.update(embedder.__dict__, query_prompt="query: ")
     with pytest.raises(IndexMismatchError, match="refusing"):
