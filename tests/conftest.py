@@ -28,6 +28,14 @@ REALDATA = ROOT.parent / "shared" / "realdata"
 SAMPLE_CORPUS = ROOT / "data" / "sample" / "corpus.jsonl"
 
 
+def corpus_head(src: Path, n: int, dest: Path) -> Path:
+    """The first `n` lines of a JSONL corpus as a corpus of its own: a smaller real input for
+    a test whose rule, not its volume, is under test."""
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]
+    dest.write_text("".join(lines), encoding="utf-8")
+    return dest
+
+
 # -- tiers: what a test needs decides where it runs ---------------------------------------
 #
 # A fixture that starts something heavy says which tier it belongs to (`@needs(...)`); a test
@@ -42,6 +50,9 @@ TIERS = {
     "flow": "runs Prefect flows (on the session's Prefect server)",
     "run": "reads the session's landed nightly run",
 }
+_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, filled at collection
+_SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
+BUDGET_FILE = Path(__file__).with_name("time_budget.toml")
 
 
 def needs(*tiers: str):
@@ -87,10 +98,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 # -- the suite measures itself --------------------------------------------------------------
-
-BUDGET_FILE = Path(__file__).with_name("time_budget.toml")
-_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, filled at collection
-_SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
 
 
 def pytest_runtest_logreport(report):

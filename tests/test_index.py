@@ -25,9 +25,13 @@ def wiki1000(tmp_path_factory, embedder, realdata):
     fp = corpus_fingerprint(passages)
     res = embed_corpus(embedder, passages, root / "emb", 250, fp, progress=False)
     assert res.rows == 1000 and len(res.shards) == 4 and res.embedded_shards == 4
-    meta = {"model": embedder.model_ref, "query_prompt": "", "passage_prompt": ""}
-    meta["fingerprint"] = fp
-    return SimpleNamespace(passages=passages, fp=fp, res=res, meta=meta, root=root)
+    meta = {
+        "model": embedder.model_ref,
+        "query_prompt": "",
+        "passage_prompt": "",
+        "fingerprint": fp,
+    }
+    return SimpleNamespace(passages=passages, res=res, meta=meta)
 
 
 def test_flat_index_matches_brute_force(tmp_path, embedder, wiki1000):
@@ -55,12 +59,10 @@ def test_embedding_resumes_at_missing_shards_and_never_reuses_other_cuts(tmp_pat
     """Deleting one shard re-embeds exactly that shard; a different shard size never reuses
     shards cut at other row boundaries (on 120 of the sample passages: the rule, not the
     volume, is under test; the killed CLI build is test_index_resume)."""
-    from tests.conftest import SAMPLE_CORPUS
+    from tests.conftest import SAMPLE_CORPUS, corpus_head
 
-    small = tmp_path / "c.jsonl"
-    small.write_text("".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(True)[:120]))
     passages = tmp_path / "p.parquet"
-    load_corpus(small, passages)
+    load_corpus(corpus_head(SAMPLE_CORPUS, 120, tmp_path / "c.jsonl"), passages)
     fp, emb = corpus_fingerprint(passages), tmp_path / "emb"
     res = embed_corpus(embedder, passages, emb, 30, fp, progress=False)
     assert res.rows == 120 and res.embedded_shards == 4

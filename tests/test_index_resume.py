@@ -9,16 +9,15 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, corpus_head
 
 pytestmark = pytest.mark.slow
 
 
 def test_killed_embedding_resumes_at_missing_shards(tmp_path, realdata):
     out = tmp_path / "out"
-    corpus = tmp_path / "wiki18_400.jsonl"  # 8 shards of 50 real passages
-    lines = (realdata / "wiki18_sample_1000.jsonl").read_text(encoding="utf-8").splitlines(True)
-    corpus.write_text("".join(lines[:400]), encoding="utf-8")
+    # 8 shards of 50 real passages
+    corpus = corpus_head(realdata / "wiki18_sample_1000.jsonl", 400, tmp_path / "wiki18.jsonl")
     shards = 8
     build = [
         sys.executable, "-m", "cli", "index", "build",

@@ -24,7 +24,7 @@ import orjson
 import psutil
 import pytest
 
-from tests.conftest import ROOT, SAMPLE_CORPUS, free_port, needs
+from tests.conftest import ROOT, SAMPLE_CORPUS, corpus_head, free_port, needs
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,9 @@ def _cluster_processes(token: str) -> list[psutil.Process]:
 @pytest.fixture(scope="module")
 @needs("cluster")
 def ray_cluster(tmp_path_factory, prefect_api):
-    token = secrets.token_hex(16)  # (prefect_api first: the runs' env names its server)
+    """Two raylets; the env they and the runs get is taken after `prefect_api` has named the
+    session's Prefect server in it."""
+    token = secrets.token_hex(16)
     env = _env(token)
     port = free_port()
     common = ["--num-cpus", "1", "--disable-usage-stats"]
@@ -97,10 +99,9 @@ def ray_cluster(tmp_path_factory, prefect_api):
 
 
 def _nightly(out: Path, run_id: str, env: dict, *extra: str) -> list[str]:
-    corpus = out.parent / "corpus.jsonl"
+    corpus = out.parent / "corpus.jsonl"  # one path for both runs (it is in the config hash)
     if not corpus.exists():
-        lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)
-        corpus.write_text("".join(lines[:CORPUS_LINES]), encoding="utf-8")
+        corpus_head(SAMPLE_CORPUS, CORPUS_LINES, corpus)
     cmd = [sys.executable, "-m", "cli", "nightly", "--run-id", run_id]
     store = [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
     for s in (*store, f"corpus.path={corpus}", *SETTINGS):
