@@ -15,14 +15,16 @@ from pipeline.agents.targets import (
     Target,
     answer_forms,
     answer_spans,
+    find_form,
     kg_targets,
     passage_target,
+    quantity_forms,
     sub_path,
 )
 
 TEXT = (
     "Ulm is a city on the Danube in Germany. Albert Einstein was born there in 1879. "
-    "St. Mary's church is nearby."
+    "St. Mary's church is nearby. He sang on Sgt. Pepper's Lonely Hearts Club Band."
 )
 
 
@@ -32,6 +34,7 @@ def test_sentence_offsets_are_exact():
         "Ulm is a city on the Danube in Germany.",
         "Albert Einstein was born there in 1879.",
         "St. Mary's church is nearby.",
+        "He sang on Sgt. Pepper's Lonely Hearts Club Band.",
     ]
     assert all(TEXT[s.start : s.end] == s.text for s in spans)
 
@@ -135,6 +138,23 @@ def test_many_valued_hops_shorten_or_drop_the_path():
     assert [n["label"] for n in sub_path(p, 2)["nodes"]] == ["Germany", "1949"]
     border = _path(("Q1", "France"), ("P47", "shares border with"), ("Q2", "Spain"))
     assert sub_path(border["target_path"], 1) is None
+    # a path that ends on many-valued hops is cut back to its last single-valued one
+    border = ("P47", "shares border with")
+    p = _path(("Q1", "Vistula"), ("P131", "located in"), ("Q2", "Masovian Voivodeship"),
+              ("P131", "located in"), ("Q3", "Poland"), border, ("Q4", "Germany"), border,
+              ("Q5", "France"))["target_path"]  # fmt: skip
+    cut = sub_path(p, 5)
+    assert [n["label"] for n in cut["nodes"]] == ["Vistula", "Masovian Voivodeship", "Poland"]
+    assert [r["id"] for r in cut["relations"]] == ["P131", "P131"]
+    assert [n["label"] for n in sub_path(p, 1)["nodes"]] == ["Masovian Voivodeship", "Poland"]
+
+
+def test_a_rounded_quantity_is_an_accepted_form():
+    forms = quantity_forms("quantity:+2755309", "2,755,309")
+    assert forms[:2] == ["2,755,309", "2755309"] and "2.8 million" in forms
+    assert "2.76 million" in forms and "3 million" not in forms
+    assert find_form("Rome has around 2.8 million inhabitants.", forms) == (16, 27)
+    assert not any("million" in f for f in quantity_forms("quantity:+1047", "1,047 kilometre"))
 
 
 def test_passage_targets_take_a_span_of_the_evidence_by_task_type():
@@ -210,6 +230,29 @@ def test_the_question_asks_for_the_kind_of_answer_it_has(question, kind, ok):
     assert bool(re.fullmatch(question_body(kind), question + "</question>")) == (ok or grain)
 
 
+@pytest.mark.parametrize(
+    ("question", "alone"),
+    [
+        ("In popular music, The Beatles, formed in Liverpool in what year, became the "
+         "best-selling band in history?", True),
+        ("In the Great Court Run, students try to circle the court in the time it takes the "
+         "clock to strike twelve, a challenge made famous by the film what?", True),
+        ("After 1949 the city belonged to East Germany until reunification in what year?", False),
+        ("In 1959 he joined what and the Hurricanes?", False),
+        ("In June 1860 what happened?", False),  # a month is not what the question is about
+        ("What did Bonn become in 1949?", False),  # one short name: the title must be named
+        ("Which river flows through the city of Florence?", False),
+        ("Which river flows through the city of Florence and Pisa?", True),
+    ],
+)  # fmt: skip
+def test_a_passage_question_may_name_other_things_than_its_title(question, alone):
+    """Passage tasks: a question that names what it asks about and points back at nothing
+    need not name the passage's title; KG tasks must name the path's start entity."""
+    want = None if alone else "no_named_subject"
+    assert question_reason(question, "x9", (), "Leipzig", names_suffice=True) == want
+    assert question_reason(question, "x9", (), "Leipzig") == "no_named_subject"
+
+
 def test_aliases_in_the_question_and_copied_examples_are_invalid():
     assert question_reason("Which country is the French Republic in?", "France",
                            ("France", "French Republic"), None) == "answer_in_question"  # fmt: skip
@@ -229,7 +272,7 @@ def test_names_subject():
     assert names_subject("When was the University of Paris founded?", "University of Paris 1896")
 
 
-def test_template_question_follows_the_relation_labels():
+def test_template_question_words_each_hop_by_its_property():
     t = Target(
         kind="kg", answer="Germany", subject="Albert Einstein",
         path={"nodes": [{"id": "Q1", "label": "Albert Einstein"}, {"id": "Q2", "label": "Ulm"},
@@ -238,10 +281,21 @@ def test_template_question_follows_the_relation_labels():
                             {"id": "P17", "label": "country"}]},
     )  # fmt: skip
     q = template_question(t)
-    assert q == "What is the country of the place of birth of Albert Einstein?"
-    dated = Target(**{**t.__dict__, "answer_kind": "date"})
-    assert template_question(dated).startswith("In what year was the country of")
-    assert question_reason(q, t.answer, (t.answer,), t.subject) is None
+    assert q == "In which country is the place of birth of Albert Einstein?"
+    assert question_reason(q, t.answer, (t.answer,), t.subject, "place") is None
+    # a property without a wording reads from its label, opened by the answer's kind
+    other = {"id": "P9999", "label": "record label"}
+    rels = [t.path["relations"][0], other]
+    dated = Target(**{**t.__dict__, "answer_kind": "date", "path": {**t.path, "relations": rels}})
+    assert template_question(dated) == (
+        "In what year was the record label of the place of birth of Albert Einstein?"
+    )
+    path = {"nodes": t.path["nodes"][1:], "relations": [{"id": "P571", "label": "inception"}]}
+    inception = Target(**{**t.__dict__, "answer": "1949", "answer_kind": "date",
+                          "subject": "Germany", "path": path})  # fmt: skip
+    q = template_question(inception)
+    assert q == "When was Germany founded?"
+    assert question_reason(q, "1949", (), "Germany", "date", context="Germany -> inception") is None
     assert template_question(Target(kind="passage")) is None
 
 

@@ -165,6 +165,17 @@ def test_exact_match_any_is_the_max_over_the_answer_and_its_aliases():
     assert R.exact_match_any("Ulm", "Ulm") and not R.exact_match_any("Ulm", None)
 
 
+def test_covers_any_accepts_a_short_reply_holding_an_answer_form_on_word_boundaries():
+    forms = ["Saxony", "Free State of Saxony"]
+    assert R.covers_any("the state of Saxony, and the German state.", forms, 12)
+    assert R.covers_any("saxony", forms, 1)  # EM needs no word budget
+    assert not R.covers_any("the state of Saxony, and the German state.", forms, 5)
+    assert not R.covers_any("Saxony-Anhalt", ["Anhalt-Saxony"], 12)
+    assert not R.covers_any("in 19490", "1949", 12) and R.covers_any("vote 1949", "1949", 12)
+    assert not R.covers_any("", forms, 12) and not R.covers_any(None, forms, 12)
+    assert not R.covers_any("Saxony", None, 12)
+
+
 def test_transcript_format_score_worked_example():
     # SEARCHED: 2 assistant turns, both open with <think>; 1 query, 1 response; h = 2;
     # "Ulm" is in the evidence/tool text: F = 1/4 (1 + 1 + min(2/2, 1) + 1) = 1.

@@ -108,7 +108,7 @@ def test_shortcut_check_flags_a_single_hop_question_posed_as_multi_hop(llm, retr
         ),
     ]
     base = SolverSettings(n=2, temperature=1.0, max_tokens=24, seed=11, max_turns=2, topk=3)
-    res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p)
+    res = shortcut_check(llm, retriever, tasks, [2, 3], shots, base, 4, 0.5, lambda p: p, 12)
     easy, hard = res
     seen = [(r["check"], r["predicted_answer"], r["stop_reason"]) for r in res[0].rollouts]
     assert easy.columns["closed_book_accuracy"] >= 0.5, seen
@@ -284,21 +284,25 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
 
 
 def test_gold_evidence_check_scores_any_answer_form(llm, shots):
-    """Real model: an answer given the gold evidence is correct when it matches any form."""
+    """Real model: an answer given the gold evidence is correct when it matches any form, or
+    holds one within the word budget (cover-EM); a reply that holds none is not."""
     from pipeline.agents.verifier import VerifierItem
     from pipeline.generation.gates import gold_evidence_check
 
     s = shots[0]  # the model's own demonstration: copying the answer from context is easy
     ev = "The first European to travel its full length was Francisco de Orellana."
-    items = [VerifierItem("r1", s.question, "Orellana", ev),
-             VerifierItem("r2", s.question, "Orellana", ev)]  # fmt: skip
-    out = gold_evidence_check(llm, items, [("Francisco de Orellana",), ()], shots, 1, 0.0, 12,
-                              7, lambda p: p)  # fmt: skip
+    items = [VerifierItem(r, s.question, a, ev) for r, a in (("r1", "Orellana"),
+             ("r2", "Orellana"), ("r3", "Pizarro"))]  # fmt: skip
+    forms = [("Francisco de Orellana",), (), ()]
+    out = gold_evidence_check(llm, items, forms, shots, 1, 0.0, 12, 7, lambda p: p, 3)
     preds = [r.rollouts[0]["predicted_answer"] for r in out]
-    assert preds[0] == preds[1] == "Francisco de Orellana", preds  # greedy, its own demo
+    assert preds == ["Francisco de Orellana"] * 3, preds  # greedy, its own demo
     assert out[0].columns["gold_n"] == 1 and out[0].rollouts[0]["check"] == "gold_evidence"
-    # the full name is an accepted form of r1's answer, not of r2's
-    assert [o.columns["gold_correct"] for o in out] == [1, 0]
+    # an accepted form of r1's answer; a 3-word reply holding r2's; nothing of r3's
+    assert [o.columns["gold_correct"] for o in out] == [1, 1, 0]
+    short = gold_evidence_check(llm, items[1:2], forms[1:2], shots, 1, 0.0, 12, 7,
+                                lambda p: p, 2)  # fmt: skip
+    assert short[0].columns["gold_correct"] == 0  # past the word budget: not a short answer
 
 
 def test_landed_run_gates_views_match_their_rows(landed_run):

@@ -10,9 +10,13 @@ import re
 from dataclasses import dataclass
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote;
-# common abbreviations and initials ("St.", "Dr.", "J.") do not end a sentence.
+# common abbreviations, titles and initials ("St.", "Dr.", "Sgt. Pepper's", "J.") do not end a
+# sentence.
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(])")
-_NO_BREAK = re.compile(r"(?:\b(?:St|Dr|Mr|Mrs|Ms|Prof|Jr|Sr|Mt|No|vs|c|ca|e\.g|i\.e)|\b[A-Z])\.$")
+_NO_BREAK = re.compile(
+    r"(?:\b(?:St|Dr|Mr|Mrs|Ms|Prof|Jr|Sr|Mt|No|vs|c|ca|e\.g|i\.e"
+    r"|Sgt|Capt|Col|Gen|Lt|Maj|Cpl|Adm|Gov|Rev|Fr|Sen|Rep|Hon)|\b[A-Z])\.$"
+)
 
 
 @dataclass(frozen=True)

@@ -106,17 +106,58 @@ class ProposerResult:
     question_source: str | None  # llm | template | None (not posed, or nothing valid)
 
 
+# How a question asks for a property's value ({x}: the entity, or the chain that leads to it),
+# and the noun that names the value inside a chain ("the place of death of Niels Bohr"). A
+# property not listed reads from its label: "What is the <label> of {x}?".
+PROPERTY_QUESTIONS: dict[str, tuple[str, str]] = {
+    "P17": ("country", "In which country is {x}?"),
+    "P131": ("administrative region", "In which administrative region is {x} located?"),
+    "P19": ("place of birth", "Where was {x} born?"),
+    "P20": ("place of death", "Where did {x} die?"),
+    "P569": ("date of birth", "When was {x} born?"),
+    "P570": ("date of death", "When did {x} die?"),
+    "P571": ("founding date", "When was {x} founded?"),
+    "P577": ("publication date", "When was {x} published?"),
+    "P1082": ("population", "What is the population of {x}?"),
+    "P2046": ("area", "What is the area of {x}?"),
+    "P2043": ("length", "How long is {x}?"),
+    "P2048": ("height", "How tall is {x}?"),
+    "P36": ("capital", "What is the capital of {x}?"),
+    "P30": ("continent", "On which continent is {x}?"),
+    "P37": ("official language", "What is the official language of {x}?"),
+    "P38": ("currency", "What is the currency of {x}?"),
+    "P50": ("author", "Who wrote {x}?"),
+    "P86": ("composer", "Who composed {x}?"),
+    "P170": ("creator", "Who created {x}?"),
+    "P175": ("performer", "Who performed {x}?"),
+    "P112": ("founder", "Who founded {x}?"),
+    "P61": ("discoverer", "Who discovered {x}?"),
+    "P22": ("father", "Who was the father of {x}?"),
+    "P25": ("mother", "Who was the mother of {x}?"),
+    "P159": ("headquarters", "Where is the headquarters of {x}?"),
+    "P403": ("mouth", "Which body of water does {x} flow into?"),
+    "P276": ("location", "Where is {x}?"),
+    "P495": ("country of origin", "What is the country of origin of {x}?"),
+    "P740": ("place of formation", "Where was {x} formed?"),
+}
+
+
 def template_question(t: Target) -> str | None:
-    """'What is the country of the place of birth of Albert Einstein?': the path's relation
-    labels, last hop first, around its start entity."""
+    """'Where was the father of Albert Einstein born?': the path's hops, last first, around
+    its start entity, each worded by PROPERTY_QUESTIONS or else by its relation label."""
     if t.path is None:
         return None
-    rels = [r.get("label") or r["id"] for r in t.path["relations"]]
+    rels = t.path["relations"]
     chain = t.subject
     for rel in rels[:-1]:
-        chain = f"the {rel} of {chain}"
+        noun = PROPERTY_QUESTIONS.get(rel["id"], (rel.get("label") or rel["id"], ""))[0]
+        chain = f"the {noun} of {chain}"
+    last = rels[-1]
+    if last["id"] in PROPERTY_QUESTIONS:
+        return PROPERTY_QUESTIONS[last["id"]][1].format(x=chain)
     opener = {"date": "In what year was", "number": "How much is", "person": "Who is"}
-    return f"{opener.get(t.answer_kind, 'What is')} the {rels[-1]} of {chain}?"
+    label = last.get("label") or last["id"]
+    return f"{opener.get(t.answer_kind, 'What is')} the {label} of {chain}?"
 
 
 _PRONOUN = re.compile(
@@ -213,7 +254,7 @@ def propose(
         return question_reason(
             q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
             max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
-            max_unsupported=1 if t.kind == "kg" else 0,
+            max_unsupported=1 if t.kind == "kg" else 0, names_suffice=t.kind != "kg",
         )  # fmt: skip
 
     def rule_built(t: Target) -> str | None:

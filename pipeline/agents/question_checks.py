@@ -168,6 +168,7 @@ def question_reason(
     count_tokens: Callable[[str], int] | None = None,
     max_answer_tokens: int = 12,
     examples: Sequence[str] = (),
+    names_suffice: bool = False,
 ) -> str | None:
     """The first rule the pair breaks, or None.
 
@@ -177,7 +178,9 @@ def question_reason(
     number, person, place, name): "In which year ...?" for a person is the wrong question.
     `context`: what the question may draw on (the evidence, the KG facts, the subject); more
     than `max_unsupported` content words outside it is a question about something else.
-    `examples`: few-shot questions a base model tends to copy."""
+    `examples`: few-shot questions a base model tends to copy. `names_suffice` (passage
+    tasks, whose subject is only the passage's title): a question that `stands_alone`, naming
+    what it asks about otherwise, need not name the title."""
     q, a = (question or "").strip(), (answer or "").strip()
     ok, why = validity(q, a)  # the paper's filter first: q, a non-empty, Norm(a) not in Norm(q)
     if not ok:
@@ -197,7 +200,7 @@ def question_reason(
     n_tokens = count_tokens(a) if count_tokens else len(a.split())
     if n_tokens > max_answer_tokens:
         return "answer_too_long"
-    if subject and not names_subject(q, subject):
+    if subject and not names_subject(q, subject) and not (names_suffice and stands_alone(q)):
         return "no_named_subject"
     if context is not None and len(unsupported_words(q, context)) > max_unsupported:
         return "not_grounded"
@@ -265,3 +268,41 @@ def names_subject(question: str, subject: str) -> bool:
         and last.lower() not in _GENERIC
         and re.search(rf"\b{re.escape(last)}\b", question) is not None
     )
+
+
+# A proper name: a capitalised word, or a run of them joined by lower-case particles.
+_PROPER = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|von|van|the)\s+)?[A-Z][\w'’.-]*)*")
+# What refers to something named outside the question: a personal pronoun, or a bare "the
+# city" standing for the passage's subject ("the city of Florence" names it).
+_REFERENCE = re.compile(
+    r"\b(?:he|she|him|her|his|hers|they|them|their|its"
+    r"|the (?:country|city|town|college|university|river|band|group|company|island|state"
+    r"|region|party|team|club))\b(?! of\b)",
+    re.I,
+)
+_OPENING_WORDS = frozenset(["In", "On", "At", "By", "For", "From", "After", "Before", "During",
+                            "The", "A", "An", "What", "Which", "Who", "Whom", "Whose", "When",
+                            "Where", "Why", "How", "Since", "Until"])  # fmt: skip
+
+
+def proper_names(question: str) -> list[str]:
+    """Capitalised names in the question, not counting a capitalised opening word ('In 1860
+    ...'), question words or 'I'."""
+    out = []
+    for m in _PROPER.finditer(question):
+        words = m.group(0).split()
+        if m.start() == 0 and words[0] in _OPENING_WORDS:
+            words = words[1:]
+        name = " ".join(words).strip(".")
+        if name and name != "I":
+            out.append(name)
+    return out
+
+
+def stands_alone(question: str) -> bool:
+    """A question a reader can search for without its passage: it names what it asks about (a
+    name of two or more words, or two names) and nothing in it points back at a text it does
+    not quote (no 'he', 'their', 'the city' whose referent it leaves unnamed)."""
+    names = proper_names(question)
+    named = any(len(n.split()) >= 2 for n in names) or len(set(names)) >= 2
+    return named and _REFERENCE.search(question) is None

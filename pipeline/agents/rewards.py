@@ -359,6 +359,21 @@ def exact_match_any(prediction: str | None, answers: str | Sequence[str] | None)
     return any(exact_match(prediction, a) for a in forms)
 
 
+def covers_any(
+    prediction: str | None, answers: str | Sequence[str] | None, max_tokens: int
+) -> bool:
+    """EM, or a short prediction (at most `max_tokens` normalized words) that holds an accepted
+    form on word boundaries ("the state of Saxony" covers "Saxony"): cover-EM, as RAG
+    evaluations score answerability. The gates use it to ask whether the solver *found* the
+    answer; a weak model's wordy reply is not evidence that the question cannot be answered.
+    The training reward stays EM."""
+    forms = [answers] if isinstance(answers, str) else list(answers or ())
+    if exact_match_any(prediction, forms):
+        return True
+    short = 0 < len(normalize(prediction).split()) <= max_tokens
+    return short and any(contains(prediction or "", a) for a in forms)
+
+
 @dataclass(frozen=True)
 class TranscriptCounts:
     assistant_turns: int  # texts between tool responses that hold anything

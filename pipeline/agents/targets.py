@@ -102,7 +102,8 @@ def date_forms(node_id: str, label: str) -> list[str]:
 
 
 def quantity_forms(node_id: str, label: str) -> list[str]:
-    """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047."""
+    """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047; a million or
+    more also rounded as passages write it ('2.8 million', '2.76 million')."""
     m = _QUANTITY_ID.match(node_id)
     amount = m.group(1).lstrip("+") if m else label.split(" ")[0].replace(",", "")
     unit = label.partition(" ")[2]
@@ -112,7 +113,12 @@ def quantity_forms(node_id: str, label: str) -> list[str]:
         return [label]
     plain = f"{int(num)}" if num.is_integer() else amount
     grouped = f"{int(num):,}" if num.is_integer() else amount
-    numbers = list(dict.fromkeys([grouped, plain]))
+    numbers = [grouped, plain]
+    for scale, word in ((1e9, "billion"), (1e6, "million")):
+        if abs(num) >= scale:  # 2,755,309 -> "2.8 million", as a passage rounds it
+            numbers += [f"{num / scale:.{d}f}".rstrip("0").rstrip(".") + f" {word}" for d in (1, 2)]
+            break
+    numbers = list(dict.fromkeys(numbers))
     out = [label]
     for n in numbers:
         out += [f"{n} {u}" for u in (unit, *UNIT_FORMS.get(unit, ())) if u]
@@ -195,17 +201,21 @@ MANY_VALUED = frozenset(
 
 
 def sub_path(path: dict, hops: int) -> dict | None:
-    """The last `hops` relations of a path (at least 1, at most all), shortened so that no
-    relation on it is many-valued: an h-hop question starts h nodes before the answer and
-    every hop names one thing. None when the final hop itself is many-valued."""
+    """The sub-path a question follows: the path cut back to its last single-valued hop (the
+    end of '... Poland -> shares border with -> Germany' is one of several countries; Poland,
+    reached by 'located in', is one), then its last `hops` relations (at least 1), shortened so
+    that no relation on it is many-valued: an h-hop question starts h nodes before the answer
+    and every hop names one thing. None when every hop of the path is many-valued."""
     rels = path["relations"]
     k = len(rels)
+    while k and rels[k - 1]["id"] in MANY_VALUED:
+        k -= 1
+    if k == 0:
+        return None
     h = 0
     while h < max(1, min(hops, k)) and rels[k - h - 1]["id"] not in MANY_VALUED:
         h += 1
-    if h == 0:
-        return None
-    return {"nodes": path["nodes"][k - h :], "relations": rels[k - h :]}
+    return {"nodes": path["nodes"][k - h : k + 1], "relations": rels[k - h : k]}
 
 
 def support_in(

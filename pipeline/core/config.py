@@ -32,7 +32,9 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
 # 4: answer first (issue 24): the proposer writes only the question, new defaults
 #    (proposer_max_tokens, question_attempts, gold_n, v_quantile), evidence_mode removed.
-CONFIG_HASH_VERSION = 4
+# 5: gates score answers by cover-EM; KG paths cut back to their last single-valued hop;
+#    property-worded KG questions; passage questions may name other things than the title.
+CONFIG_HASH_VERSION = 5
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.agents.prompts import ANSWER_STOP, FewShot, answer_prompt
-from pipeline.agents.rewards import exact_match_any
+from pipeline.agents.rewards import covers_any
 from pipeline.agents.solver import SolverResult, SolverSettings, SolverTask, solve
 from pipeline.agents.verifier import (
     VerifierItem,
@@ -81,11 +81,13 @@ def gold_evidence_check(
     max_tokens: int,
     seed: int,
     render: Render,
+    answer_words: int,
 ) -> list[GateResult]:
     """Can the solver answer at all when handed the gold evidence? `n` single-turn answers
-    per record with its evidence as context (greedy for n = 1), each scored by EM against any
-    accepted form of the answer. A record none of them answers gives the shortcut and
-    uniqueness gates nothing to measure: their verdict is `undetermined`, never a pass."""
+    per record with its evidence as context (greedy for n = 1), each scored by cover-EM
+    against any accepted form of the answer (`covers_any`, replies of at most `answer_words`
+    words). A record none of them answers gives the shortcut and uniqueness gates nothing to
+    measure: their verdict is `undetermined`, never a pass."""
     params = SamplingParams(
         n=n, temperature=temperature if n > 1 else 0.0, max_tokens=max_tokens,
         stop=ANSWER_STOP, seed=seed,
@@ -97,7 +99,7 @@ def gold_evidence_check(
         res = GateResult()
         for k, raw in enumerate(group):
             pred = raw.strip()
-            ok = exact_match_any(pred, (it.answer, *forms))
+            ok = covers_any(pred, (it.answer, *forms), answer_words)
             res.rollouts.append(
                 {
                     "rollout_id": f"{it.record_id}:gold_evidence:{k}",
@@ -143,8 +145,11 @@ def shortcut_check(
     n: int,
     threshold: float,
     render: Render,
+    answer_words: int,
 ) -> list[GateResult]:
     """Closed-book and one-search solver accuracy per multi-hop task, and the shortcut flag.
+    Scored by cover-EM like the gold-evidence check, so a wordy right answer counts the same
+    on both sides of the comparison.
 
     Closed book: two turns with the search tool off (a <search> is ignored and <answer>
     opened). One search: a budget of 1, at most three turns (search, answer; a refused second
@@ -161,8 +166,13 @@ def shortcut_check(
         accs = {}
         for check in CHECKS:
             sol: SolverResult = out[check][j]
-            accs[check] = accuracy([row["correct"] for row in sol.rollouts])
-            res.rollouts += [_gate_rollout(row, check, t.record_id) for row in sol.rollouts]
+            rows = [_gate_rollout(row, check, t.record_id) for row in sol.rollouts]
+            for row in rows:
+                row["correct"] = covers_any(
+                    row["predicted_answer"], (t.answer, *t.aliases), answer_words
+                )
+            accs[check] = accuracy([row["correct"] for row in rows])
+            res.rollouts += rows
         res.columns["closed_book_accuracy"] = accs["closed_book"]
         res.columns["one_search_accuracy"] = accs["one_search"]
         res.columns["shortcut"] = is_shortcut(h, accs["closed_book"], accs["one_search"], threshold)

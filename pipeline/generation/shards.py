@@ -176,7 +176,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
                   for k, (t, q) in enumerate(pairs)]  # fmt: skip
         res = gold_evidence_check(gen, items_, [t.aliases for t, _ in pairs], ctx.shots,
                                   gates.gold_n, v.temperature, g.answer_max_tokens, gold_seed,
-                                  ctx.render)  # fmt: skip
+                                  ctx.render, g.max_answer_tokens)  # fmt: skip
         return [bool(r.columns["gold_correct"]) for r in res]
 
     proposed = propose(
@@ -275,7 +275,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
     # can answer when handed their evidence (the others are `undetermined`).
     gold = gold_evidence_check(
         gen, ver_items, [targets[i].aliases for i in ver_idx], ctx.shots, gates.gold_n,
-        v.temperature, g.answer_max_tokens, gold_seed, ctx.render,
+        v.temperature, g.answer_max_tokens, gold_seed, ctx.render, g.max_answer_tokens,
     )  # fmt: skip
     for i, res_i in zip(ver_idx, gold, strict=True):
         gate_res[i] = res_i
@@ -288,7 +288,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         shortcut = shortcut_check(
             gen, ctx.retriever, [tasks[pos[i]] for i in multi],
             [targets[i].hops for i in multi], ctx.shots, settings,
-            gates.shortcut_n, gates.shortcut_threshold, ctx.render,
+            gates.shortcut_n, gates.shortcut_threshold, ctx.render, g.max_answer_tokens,
         )  # fmt: skip
         for i, res_i in zip(multi, shortcut, strict=True):
             gate_res[i].columns.update({k: res_i.columns[k] for k in SHORTCUT_COLUMNS})
