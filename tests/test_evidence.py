@@ -67,7 +67,12 @@ def test_answer_forms_of_dates_quantities_and_entities():
 # ---- KG targets: the answer is the path's end entity --------------------------------------
 
 PASSAGES = [
-    ("p1", "Bonn", "Bonn is a city on the Rhine. It became the seat of government on 23 May 1949."),
+    (
+        "p1",
+        "Bonn",
+        "Bonn is a city on the Rhine. It became the seat of government on 23 May 1949, "
+        "when the Federal Republic of Germany was founded.",
+    ),
     ("p2", "Vistula", "The Vistula is the longest river in Poland, at 1,047 km in length."),
     ("p3", "Arno", "The Arno flows through Florence and Pisa before reaching the Ligurian Sea."),
     ("p4", "Germany", "Germany borders Denmark to the north and Austria to the south."),
@@ -105,19 +110,21 @@ def tiny_retriever(tmp_path_factory, embedder):
 
 
 def test_kg_answers_are_the_path_end_entity_with_verbatim_support(tiny_retriever):
-    date = _path(("Q1", "Bonn"), ("P571", "inception"), ("time:+1949-05-23T00:00:00Z/11",
-                 "23 May 1949"))  # fmt: skip
+    day = ("time:+1949-05-23T00:00:00Z/11", "23 May 1949")
+    date = _path(("Q1", "Federal Republic of Germany"), ("P571", "inception"), day)
     qty = _path(("Q5", "Kraków"), ("P206x", "on river"), ("Q6", "Vistula"), ("P2043", "length"),
                 ("quantity:+1047/Q828224", "1,047 kilometre"))  # fmt: skip
     ent = _path(("Q7", "Arno"), ("P403", "mouth of the watercourse"), ("Q8", "Ligurian Sea"))
     alias = _path(("Q9", "Paris"), ("P17", "country"), ("Q10", "French Republic"))
     none = _path(("Q11", "Bonn"), ("P17", "country"), ("Q12", "Narnia"))
-    items = [(date, 1, PASSAGES[3]), (qty, 2, PASSAGES[3]), (ent, 1, PASSAGES[3]),
-             (alias, 1, PASSAGES[3]), (none, 1, PASSAGES[3])]  # fmt: skip
-    out = kg_targets(tiny_retriever, items, [[], [], [], ["France"], []], k=6)
+    # Bonn's own article states the date, but no sentence of it says anyone died then
+    unstated = _path(("Q1", "Bonn"), ("P570", "date of death"), day)
+    paths = [(date, 1), (qty, 2), (ent, 1), (alias, 1), (none, 1)]
+    items = [(p, h, PASSAGES[3]) for p, h in paths] + [(unstated, 1, PASSAGES[0])]
+    out = kg_targets(tiny_retriever, items, [[], [], [], ["France"], [], []], k=6)
     t = out[0]  # a date: the passage writes the KG's value, so the answer is that form
     assert (t.answer, t.passage_id, t.source) == ("23 May 1949", "p1", "retrieved")
-    assert t.evidence == "It became the seat of government on 23 May 1949."
+    assert t.evidence == PASSAGES[0][2].split(". ")[1]  # it says "founded"
     assert PASSAGES[0][2][t.start : t.end] == t.evidence and t.answer in t.evidence
     t = out[1]  # a quantity written as "1,047 km", supported by the final hop's subject
     assert t.answer == "1,047 km" and "1,047 kilometre" in t.aliases
@@ -129,6 +136,8 @@ def test_kg_answers_are_the_path_end_entity_with_verbatim_support(tiny_retriever
     # no passage states the answer: not posed, and said so
     assert not out[4].posed and out[4].reason == "no_supporting_passage"
     assert out[4].answer is None and out[4].facts == "Bonn -> country -> Narnia"
+    # the answer and the subject without a word stating the final hop's property
+    assert out[5].reason == "no_supporting_passage" and out[5].answer is None
 
 
 def test_many_valued_hops_shorten_or_drop_the_path():
@@ -331,6 +340,48 @@ def test_insitu_question_replaces_the_answer_with_its_question_phrase(title, tex
             )
             is None
         )
+
+
+def _at(subject: str, evidence: str, answer: str, kind: str = "name") -> Target:
+    return Target(kind="passage", answer=answer, evidence=evidence, subject=subject,
+                  answer_at=evidence.index(answer), answer_kind=kind)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("target", "question"),
+    [
+        # "he" is Darwin, not the book the passage is about: no substitution, and the
+        # question that keeps "he" names nothing, so the rules reject it
+        (_at("On the Origin of Species", "For about eight years he studied barnacles before "
+             "starting a large book on species in 1856.", "1856", "date"),
+         "For about eight years he studied barnacles before starting a large book on species "
+         "in what year?"),
+        # another person is named before "he": the sentence is about Einstein, not Ulm
+        (_at("Ulm", "Albert Einstein was born in Ulm in 1879; he later studied at ETH Zurich "
+             "in Zürich.", "ETH Zurich"),
+         "Albert Einstein was born in Ulm in 1879; he later studied at what in Zürich?"),
+        # a clause opening with its verb takes the sentence, whose "they" is the subject
+        (_at("The Beatles", "In 1968 they set up Apple Corps, and released the double album "
+             "The Beatles, widely called the White Album.", "White Album"),
+         "In 1968 The Beatles set up Apple Corps, and released the double album The Beatles, "
+         "widely called what?"),
+        # after a number's question phrase the pronoun cannot be the answer
+        (_at("Johann Sebastian Bach", "In 1700, aged 14, he left for Lüneburg.", "14",
+             "number"),
+         "In 1700, aged how many, Johann Sebastian Bach left for Lüneburg?"),
+        # "It" for a person's article is something else
+        (_at("Alan Turing", "It was founded in 1946 by the National Physical Laboratory.",
+             "National Physical Laboratory"), "It was founded in 1946 by whom?"),
+    ],
+)  # fmt: skip
+def test_insitu_pronouns_stand_for_the_subject_only_where_they_can(target, question):
+    q = insitu_question(target)
+    assert q == question
+    # what keeps an unresolved pronoun and names neither its subject nor anything else is not
+    # self-contained; the others pass the rules
+    why = question_reason(q, target.answer, (), target.subject, names_suffice=True)
+    unresolved = not names_subject(q, target.subject) and re.search(r"\b(?:he|It)\b", q)
+    assert why == ("no_named_subject" if unresolved else None)
 
 
 def test_a_question_about_what_its_evidence_does_not_say_is_not_grounded():

@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
-from pipeline.agents.question_checks import OPENERS, names_subject, question_reason
+from pipeline.agents.properties import PROPERTIES
+from pipeline.agents.question_checks import (
+    OPENERS,
+    names_subject,
+    person_shaped,
+    proper_names,
+    question_reason,
+)
 from pipeline.agents.rollout import Rollout, RolloutConfig, TurnGuide, run_rollouts
 from pipeline.agents.targets import Target
 from pipeline.llm.base import Generator, SamplingParams
@@ -106,55 +113,19 @@ class ProposerResult:
     question_source: str | None  # llm | template | None (not posed, or nothing valid)
 
 
-# How a question asks for a property's value ({x}: the entity, or the chain that leads to it),
-# and the noun that names the value inside a chain ("the place of death of Niels Bohr"). A
-# property not listed reads from its label: "What is the <label> of {x}?".
-PROPERTY_QUESTIONS: dict[str, tuple[str, str]] = {
-    "P17": ("country", "In which country is {x}?"),
-    "P131": ("administrative region", "In which administrative region is {x} located?"),
-    "P19": ("place of birth", "Where was {x} born?"),
-    "P20": ("place of death", "Where did {x} die?"),
-    "P569": ("date of birth", "When was {x} born?"),
-    "P570": ("date of death", "When did {x} die?"),
-    "P571": ("founding date", "When was {x} founded?"),
-    "P577": ("publication date", "When was {x} published?"),
-    "P1082": ("population", "What is the population of {x}?"),
-    "P2046": ("area", "What is the area of {x}?"),
-    "P2043": ("length", "How long is {x}?"),
-    "P2048": ("height", "How tall is {x}?"),
-    "P36": ("capital", "What is the capital of {x}?"),
-    "P30": ("continent", "On which continent is {x}?"),
-    "P37": ("official language", "What is the official language of {x}?"),
-    "P38": ("currency", "What is the currency of {x}?"),
-    "P50": ("author", "Who wrote {x}?"),
-    "P86": ("composer", "Who composed {x}?"),
-    "P170": ("creator", "Who created {x}?"),
-    "P175": ("performer", "Who performed {x}?"),
-    "P112": ("founder", "Who founded {x}?"),
-    "P61": ("discoverer", "Who discovered {x}?"),
-    "P22": ("father", "Who was the father of {x}?"),
-    "P25": ("mother", "Who was the mother of {x}?"),
-    "P159": ("headquarters", "Where is the headquarters of {x}?"),
-    "P403": ("mouth", "Which body of water does {x} flow into?"),
-    "P276": ("location", "Where is {x}?"),
-    "P495": ("country of origin", "What is the country of origin of {x}?"),
-    "P740": ("place of formation", "Where was {x} formed?"),
-}
-
-
 def template_question(t: Target) -> str | None:
     """'Where was the father of Albert Einstein born?': the path's hops, last first, around
-    its start entity, each worded by PROPERTY_QUESTIONS or else by its relation label."""
+    its start entity, each worded by its PROPERTIES entry or else by its relation label."""
     if t.path is None:
         return None
     rels = t.path["relations"]
     chain = t.subject
     for rel in rels[:-1]:
-        noun = PROPERTY_QUESTIONS.get(rel["id"], (rel.get("label") or rel["id"], ""))[0]
-        chain = f"the {noun} of {chain}"
+        p = PROPERTIES.get(rel["id"])
+        chain = f"the {p.noun if p else rel.get('label') or rel['id']} of {chain}"
     last = rels[-1]
-    if last["id"] in PROPERTY_QUESTIONS:
-        return PROPERTY_QUESTIONS[last["id"]][1].format(x=chain)
+    if last["id"] in PROPERTIES:
+        return PROPERTIES[last["id"]].question.format(x=chain)
     opener = {"date": "In what year was", "number": "How much is", "person": "Who is"}
     label = last.get("label") or last["id"]
     return f"{opener.get(t.answer_kind, 'What is')} the {label} of {chain}?"
@@ -174,23 +145,51 @@ _CLAUSE = re.compile(r", (?:and|but|while|whereas) |; ")
 def insitu_question(t: Target) -> str | None:
     """The evidence clause with its answer replaced by a question phrase, as rule-based
     question generation does: 'Leipzig was first mentioned in what year in the chronicle of
-    Thietmar of Merseburg?'. The clause holding the answer is kept; a clause-initial pronoun
-    or 'The city' becomes the subject ('He was tried by' -> 'Galileo Galilei was tried by').
-    None for an answer in apposition (', X,') or a clause too long to read as a question."""
+    Thietmar of Merseburg?'. The clause holding the answer is kept (the sentence when the
+    clause has no subject of its own: ', and released ...'); a pronoun or 'The city' before the
+    question phrase becomes the subject when it can stand for it ('He was tried by' ->
+    'Galileo Galilei was tried by'; see `_stands_for`). None for an answer in apposition
+    (', X,') or a clause too long to read as a question."""
     if t.evidence is None or t.answer_at is None or t.answer is None:
         return None
     ev, a0 = t.evidence.rstrip(" .!;:"), t.answer_at
     a1 = a0 + len(t.answer)
     cuts = [0, *(m.end() for m in _CLAUSE.finditer(ev) if m.end() <= a0)]
     stop = next((m.start() for m in _CLAUSE.finditer(ev) if m.start() >= a1), len(ev))
+    q = None
     for start, end in ((cuts[-1], stop), (0, len(ev))):  # the clause, else the sentence
-        q = _insitu(t, ev[start:a0], ev[a1:end])
+        if start and not _OWN_SUBJECT.match(ev[start:]):
+            continue  # "..., and released the double album": its subject is before the cut
+        q = _insitu(t, ev[:start], ev[start:a0], ev[a1:end])
         if q is not None and (names_subject(q, t.subject) or start == 0):
             break
     return q if q is not None and len(q.split()) <= 30 else None
 
 
-def _insitu(t: Target, before: str, after: str) -> str | None:
+# A clause that opens with its own subject (or an adverbial before it), not with a verb.
+_OWN_SUBJECT = re.compile(
+    r"(?:[A-Z0-9\"'“]|(?:he|she|it|they|we|the|a|an|this|these|that|his|her|its|their|in|on|at"
+    r"|after|before|by|during|from|with|since|until|when|while|later|then|there|many|some"
+    r"|most|all|both)\b)"
+)
+_GENDERED = ("he", "she", "him", "his", "her")
+
+
+def _stands_for(pronoun: str, subject: str, prior: str) -> bool:
+    """Whether a pronoun can stand for the passage's subject: 'he' / 'she' for a person's
+    name when no other person is named before it ('Albert Einstein was born in Ulm ...; he
+    later studied' is not about Ulm), 'it' / 'the city' for anything but a person, 'they' for
+    any subject."""
+    p = pronoun.lower()
+    if p in _GENDERED:
+        others = [n for n in proper_names(prior) if person_shaped(n) and n != subject]
+        return person_shaped(subject) and not others
+    if p in ("they", "them", "their"):
+        return True
+    return not person_shaped(subject)
+
+
+def _insitu(t: Target, prior: str, before: str, after: str) -> str | None:
     if before.endswith(", ") and after.startswith(","):
         return None  # apposition: "His stepfather, Harry Graves, encouraged ..."
     if t.answer_kind == "date":
@@ -208,14 +207,20 @@ def _insitu(t: Target, before: str, after: str) -> str | None:
         phrase = "whom" if re.search(r"\b(?:by|married)\s*$", before) else "what"
     q = f"{before}{phrase}{after}".strip()
     pro = _PRONOUN.match(q)
-    if pro:
+    if pro and _stands_for(pro.group(1).split()[0], t.subject, prior):
         owner = pro.group(1).lower() in ("his", "her", "its", "their")
         q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
-    elif not names_subject(q, t.subject):  # "... in 1836 he married" -> "... Richard Wagner"
+    elif not pro:  # "in 1836 he married" -> "in 1836 Richard Wagner married"
         m = _INNER_PRONOUN.search(q)
-        # only before the question phrase: after it, the answer may be the pronoun's antecedent
-        # ("a statue of whom holding a chair leg in place of his sceptre")
-        if m and m.start() < len(before):
+        # before the question phrase, or anywhere when the answer is a date or a number: after
+        # a name, the answer may be the pronoun's antecedent ("a statue of whom holding a chair
+        # leg in place of his sceptre"); and only where the subject is not named before it
+        if (
+            m
+            and (m.start() < len(before) or t.answer_kind in ("date", "number"))
+            and not names_subject(q[: m.start()], t.subject)
+            and _stands_for(m.group(1), t.subject, prior + q[: m.start()])
+        ):
             owner = m.group(1) in ("his", "its", "their")
             q = q[: m.start()] + (f"{t.subject}'s" if owner else t.subject) + q[m.end() :]
     return f"{q[0].upper()}{q[1:]}?" if q else None

@@ -244,6 +244,30 @@ _GENERIC = frozenset(
         "company",
         "band",
         "party",
+        "voivodeship",
+        "group",
+        "team",
+        "corps",
+        "records",
+        "studios",
+        "county",
+        "province",
+        "district",
+        "union",
+        "club",
+        "hall",
+        "house",
+        "abbey",
+        "tower",
+        "bridge",
+        "square",
+        "street",
+        "park",
+        "academy",
+        "institute",
+        "orchestra",
+        "album",
+        "symphony",
     ]
 )
 
@@ -306,3 +330,21 @@ def stands_alone(question: str) -> bool:
     names = proper_names(question)
     named = any(len(n.split()) >= 2 for n in names) or len(set(names)) >= 2
     return named and _REFERENCE.search(question) is None
+
+
+_NAME_PARTICLES = frozenset(["van", "von", "de", "da", "di", "del", "der", "du", "le", "la", "bin"])
+
+
+def person_shaped(name: str) -> bool:
+    """A name shaped like a person's: two to four capitalised words (particles allowed), no
+    leading 'The', no comma, bracket or digit, no word naming a kind of place or body ('United
+    Kingdom', 'Royal Society', 'Trinity College, Cambridge' are not). A one-word title is not:
+    'he' in the Ulm article is somebody else."""
+    words = name.split()
+    return (
+        2 <= len(words) <= 4
+        and words[0] != "The"
+        and not re.search(r"[,()\d]", name)
+        and all(w[:1].isupper() or w in _NAME_PARTICLES for w in words)
+        and not any(w.lower().removesuffix("'s").strip(".") in _GENERIC for w in words)
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from pipeline.agents.evidence import Span, sentences
 from pipeline.agents.prompts import render_path
+from pipeline.agents.properties import states
 from pipeline.agents.rewards import normalize
 from pipeline.kg.graph import MONTHS
 
@@ -219,17 +220,21 @@ def sub_path(path: dict, hops: int) -> dict | None:
 
 
 def support_in(
-    passage: tuple[str, str, str], forms: Sequence[str], subject_forms: Sequence[str]
+    passage: tuple[str, str, str],
+    forms: Sequence[str],
+    subject_forms: Sequence[str],
+    pid: str = "",
 ) -> tuple[Span, int, int] | None:
     """(sentence, answer start, answer end) when the passage (id, title, text) states the
-    answer and names the final hop's subject: in the same sentence, or the passage is the
-    subject's own article (its title). None otherwise."""
+    final hop: a sentence holds the answer and a word stating the property `pid`
+    (`properties.states`), and names the hop's subject or is in the subject's own article
+    (its title). None otherwise."""
     _, title, text = passage
     own_article = any(normalize(title) == normalize(s) for s in subject_forms)
     fallback = None
     for s in sentences(text):
         hit = find_form(s.text, forms)
-        if hit is None:
+        if hit is None or not states(pid, s.text):
             continue
         a0, a1 = s.start + hit[0], s.start + hit[1]
         rest = s.text[: hit[0]] + " " + s.text[hit[1] :]
@@ -279,7 +284,7 @@ def kg_targets(
         cands = [(source, "source")] + [((h.id, h.title, h.text), "retrieved") for h in found]
         target = Target(**base, aliases=tuple(forms), reason="no_supporting_passage")
         for passage, where in cands:
-            sup = support_in(passage, forms, subject_forms)
+            sup = support_in(passage, forms, subject_forms, sp["relations"][-1]["id"])
             if sup is None:
                 continue
             sent, a0, a1 = sup
@@ -302,7 +307,7 @@ _DATE_RE = re.compile(
     r"|(?:1[0-9]|20)\d\d(?:s)?)\b"
 )
 _NUMBER_RE = re.compile(
-    r"(?<![\w.,])\d[\d,]*(?:\.\d+)?(?: (?:million|billion|thousand|hundred))?"
+    r"(?<![\w.,])\d(?:[\d,]*\d)?(?:\.\d+)?(?: (?:million|billion|thousand|hundred))?"
     r"(?: (?:square )?[a-z]+metres?| km| kg| per cent| percent|%)?(?![\w])"
 )
 _NAME_RE = re.compile(r"\b[A-Z][\w'’-]+(?:\s+(?:of|de|von|the)?\s*[A-Z][\w'’-]+)*")
