@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from pipeline.agents.evidence import sentences
+from pipeline.agents.prompts import render_path
 from pipeline.agents.proposer import insitu_question, question_body, tag, template_question
 from pipeline.agents.question_checks import names_subject, question_reason, unsupported_words
 from pipeline.agents.targets import (
@@ -369,6 +370,11 @@ def _at(subject: str, evidence: str, answer: str, kind: str = "name") -> Target:
         (_at("Johann Sebastian Bach", "In 1700, aged 14, he left for Lüneburg.", "14",
              "number"),
          "In 1700, aged how many, Johann Sebastian Bach left for Lüneburg?"),
+        # "between X and Y" keeps its "and Y"
+        (_at("Charles Darwin", "In 1860 an exchange took place between Thomas Henry Huxley, a "
+             "defender of Darwin, and Samuel Wilberforce.", "Thomas Henry Huxley"),
+         "In 1860 an exchange took place between what, a defender of Darwin, and Samuel "
+         "Wilberforce?"),
         # "It" for a person's article is something else
         (_at("Alan Turing", "It was founded in 1946 by the National Physical Laboratory.",
              "National Physical Laboratory"), "It was founded in 1946 by whom?"),
@@ -422,3 +428,21 @@ def test_rules_first_asks_the_llm_only_where_the_rule_built_question_fails():
         res.proposal.question == "Galileo Galilei was summoned to Rome and tried by whom in 1633?"
     )
     assert res.proposal.answer == "Roman Inquisition" and res.rollout.stop_reason == "rule_built"
+
+
+def test_kg_rules_first_uses_a_worded_property_template_without_the_llm():
+    """kg_questions=rules_first: a KG slot whose final property has a wording is posed from
+    the template with no LLM call (no generator is even needed)."""
+    from pipeline.agents.proposer import ProposerSettings, ProposerTask, propose
+
+    text = "The Spree rises in the Lusatian Highlands of Saxony."
+    path = _path(("Q1", "Spree"), ("P131", "located in the administrative territorial entity"),
+                 ("Q2", "Saxony"))["target_path"]  # fmt: skip
+    t = Target(kind="kg", answer="Saxony", aliases=("Saxony",), evidence=text, passage_id="p1",
+               start=0, end=len(text), answer_at=text.index("Saxony"), subject="Spree",
+               facts=render_path(path), path=path, answer_kind="place")  # fmt: skip
+    task = ProposerTask("p1", "Spree", text, 1, "factual", t)
+    s = ProposerSettings(0.7, 0.95, 32, 1, kg_questions="rules_first")
+    [res] = propose(None, None, [task], [], [], s)
+    assert (res.valid, res.question_source, res.attempts) == (True, "template", 0)
+    assert res.proposal.question == "In which administrative region is Spree located?"

@@ -91,6 +91,9 @@ class ProposerSettings:
     # passage spans: "rules_first" asks the LLM only where the rule-built (in-situ) question
     # fails a rule; "llm_first" keeps a valid, answerable LLM sample before it
     passage_questions: str = "llm_first"
+    # KG paths: "rules_first" uses the path's template question first where its final
+    # property has a wording (properties.PROPERTIES) and it passes every rule
+    kg_questions: str = "llm_first"
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -156,6 +159,8 @@ def insitu_question(t: Target) -> str | None:
     a1 = a0 + len(t.answer)
     cuts = [0, *(m.end() for m in _CLAUSE.finditer(ev) if m.end() <= a0)]
     stop = next((m.start() for m in _CLAUSE.finditer(ev) if m.start() >= a1), len(ev))
+    if re.search(r"\bbetween $", ev[:a0]):
+        stop = len(ev)  # "between X, ..., and Y": the "and" belongs to the answer's phrase
     q = None
     for start, end in ((cuts[-1], stop), (0, len(ev))):  # the clause, else the sentence
         if start and not _OWN_SUBJECT.match(ev[start:]):
@@ -269,12 +274,17 @@ def propose(
             else None
         )
 
-    ruled: dict[int, str] = {}  # passage spans whose rule-built question goes first
-    if s.passage_questions == "rules_first":
-        for i, task in enumerate(tasks):
-            q = rule_built(task.target) if task.target.posed and task.target.kind != "kg" else None
-            if q is not None and reason(q, task.target) is None:
-                ruled[i] = q
+    def rules_first(t: Target) -> bool:
+        if t.kind != "kg":
+            return s.passage_questions == "rules_first"
+        worded = t.path is not None and t.path["relations"][-1]["id"] in PROPERTIES
+        return s.kg_questions == "rules_first" and worded
+
+    ruled: dict[int, str] = {}  # slots whose rule-built question goes first
+    for i, task in enumerate(tasks):
+        q = rule_built(task.target) if task.target.posed and rules_first(task.target) else None
+        if q is not None and reason(q, task.target) is None:
+            ruled[i] = q
     posed = [i for i, t in enumerate(tasks) if t.target.posed and i not in ruled]
     prompts = {
         i: render(

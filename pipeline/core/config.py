@@ -270,6 +270,9 @@ class GenerationConfig(_Section):
     # asks the LLM only for the others (a weak model's valid wording often asks about
     # something else); llm_first keeps a valid, answerable LLM sample first.
     passage_questions: Literal["llm_first", "rules_first"] = "llm_first"
+    # KG slots: rules_first uses the path's template question when its final property has a
+    # wording (pipeline/agents/properties.py) and it passes every rule; llm_first as above.
+    kg_questions: Literal["llm_first", "rules_first"] = "llm_first"
     # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
     max_answer_tokens: int = Field(12, ge=1)
     solver_max_tokens: int = Field(48, ge=8)

@@ -162,6 +162,7 @@ def process_shard(ctx: GenerationContext, shard: int, items: Sequence[PlanItem])
         max_answer_tokens=g.max_answer_tokens,
         template_fallback=g.template_fallback,
         passage_questions=g.passage_questions,
+        kg_questions=g.kg_questions,
     )
     pro_tasks = [
         ProposerTask(pid, t, x, it.hop_count, it.task_type, tg)
