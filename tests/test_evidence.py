@@ -375,6 +375,13 @@ def _at(subject: str, evidence: str, answer: str, kind: str = "name") -> Target:
              "defender of Darwin, and Samuel Wilberforce.", "Thomas Henry Huxley"),
          "In 1860 an exchange took place between what, a defender of Darwin, and Samuel "
          "Wilberforce?"),
+        # "the city" as the subject after an opener, in a city's article
+        (_at("Leipzig", "After 1949 the city belonged to East Germany until reunification in "
+             "1990.", "1990", "date"),
+         "After 1949 Leipzig belonged to East Germany until reunification in what year?"),
+        # ... but a college's "the city" is another place
+        (_at("Trinity College, Cambridge", "In 1209 the city received scholars from Oxford.",
+             "Oxford"), "In 1209 the city received scholars from what?"),
         # "It" for a person's article is something else
         (_at("Alan Turing", "It was founded in 1946 by the National Physical Laboratory.",
              "National Physical Laboratory"), "It was founded in 1946 by whom?"),
@@ -386,7 +393,7 @@ def test_insitu_pronouns_stand_for_the_subject_only_where_they_can(target, quest
     # what keeps an unresolved pronoun and names neither its subject nor anything else is not
     # self-contained; the others pass the rules
     why = question_reason(q, target.answer, (), target.subject, names_suffice=True)
-    unresolved = not names_subject(q, target.subject) and re.search(r"\b(?:he|It)\b", q)
+    unresolved = not names_subject(q, target.subject) and re.search(r"\b(?:he|It|the city)\b", q)
     assert why == ("no_named_subject" if unresolved else None)
 
 

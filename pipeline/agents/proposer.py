@@ -159,8 +159,9 @@ def insitu_question(t: Target) -> str | None:
     a1 = a0 + len(t.answer)
     cuts = [0, *(m.end() for m in _CLAUSE.finditer(ev) if m.end() <= a0)]
     stop = next((m.start() for m in _CLAUSE.finditer(ev) if m.start() >= a1), len(ev))
-    if re.search(r"\bbetween $", ev[:a0]):
-        stop = len(ev)  # "between X, ..., and Y": the "and" belongs to the answer's phrase
+    between = re.search(r"\bbetween\b", ev[cuts[-1] : stop])
+    if between and " and " not in ev[cuts[-1] + between.end() : stop]:
+        stop = len(ev)  # "between X, ..., and Y": the "and Y" belongs to the clause
     q = None
     for start, end in ((cuts[-1], stop), (0, len(ev))):  # the clause, else the sentence
         if start and not _OWN_SUBJECT.match(ev[start:]):
@@ -178,6 +179,27 @@ _OWN_SUBJECT = re.compile(
     r"|most|all|both)\b)"
 )
 _GENDERED = ("he", "she", "him", "his", "her")
+# "After 1949 the city belonged ...": 'the city' as the clause's subject after a short
+# adverbial opener (not "at the edge of the city", where it is not the subject).
+_LEAD_GENERIC = re.compile(
+    r"^((?:In|After|Before|By|From|Until|Since|During|On|At|Later|Today)\b[^,]{0,25}?,? )"
+    r"(the (?:country|city|town|college|university|river|band|island|state|region|party))\b"
+    r"(?! of\b)"
+)
+
+
+def _generic_fits(phrase: str, subject: str, prior: str) -> bool:
+    """'the city' can stand for a subject that is not a person and names no other kind of
+    thing ('Trinity College, Cambridge' is a college: its 'the city' is Cambridge)."""
+    noun = phrase.split()[-1].lower()
+    kinds = {w.lower().strip(",.") for w in subject.split()} & _KINDS
+    return _stands_for("it", subject, prior) and kinds <= {noun}
+
+
+_KINDS = frozenset(
+    ["country", "city", "town", "college", "university", "river", "band", "island", "state",
+     "region", "party", "school", "church", "museum", "kingdom", "republic", "empire"]
+)  # fmt: skip
 
 
 def _stands_for(pronoun: str, subject: str, prior: str) -> bool:
@@ -215,6 +237,8 @@ def _insitu(t: Target, prior: str, before: str, after: str) -> str | None:
     if pro and _stands_for(pro.group(1).split()[0], t.subject, prior):
         owner = pro.group(1).lower() in ("his", "her", "its", "their")
         q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
+    elif (lead := _LEAD_GENERIC.match(q)) and _generic_fits(lead.group(2), t.subject, prior):
+        q = q[: lead.start(2)] + t.subject + q[lead.end(2) :]  # "After 1949 Leipzig belonged"
     elif not pro:  # "in 1836 he married" -> "in 1836 Richard Wagner married"
         m = _INNER_PRONOUN.search(q)
         # before the question phrase, or anywhere when the answer is a date or a number: after
