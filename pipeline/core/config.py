@@ -30,10 +30,8 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
-# 4: answer first (issue 24): the proposer writes only the question, new defaults
-#    (proposer_max_tokens, question_attempts, gold_n, v_quantile), evidence_mode removed.
-# 5: gates score answers by cover-EM; KG paths cut back to their last single-valued hop;
-#    property-worded KG questions; passage questions may name other things than the title.
+# 4: answer first (issue 24): the proposer writes only the question, new defaults.
+# 5: cover-EM gates, KG paths cut to their last single-valued hop, worded KG questions.
 CONFIG_HASH_VERSION = 5
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
@@ -266,12 +264,10 @@ class GenerationConfig(_Section):
     # template: KG slots from the path's relation labels (2WikiMultiHopQA-style), passage
     # slots from the evidence clause with the answer replaced by its question phrase.
     template_fallback: bool = True
-    # Passage slots: rules_first uses the rule-built question when it passes every rule and
-    # asks the LLM only for the others (a weak model's valid wording often asks about
-    # something else); llm_first keeps a valid, answerable LLM sample first.
+    # Passage slots: rules_first takes the rule-built question when it passes every rule,
+    # the LLM words the rest; llm_first keeps a valid, answerable LLM sample first.
     passage_questions: Literal["llm_first", "rules_first"] = "llm_first"
-    # KG slots: rules_first uses the path's template question when its final property has a
-    # wording (pipeline/agents/properties.py) and it passes every rule; llm_first as above.
+    # KG slots: the same, for paths whose final property properties.py words.
     kg_questions: Literal["llm_first", "rules_first"] = "llm_first"
     # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
     max_answer_tokens: int = Field(12, ge=1)
