@@ -251,6 +251,7 @@ def test_the_question_asks_for_the_kind_of_answer_it_has(question, kind, ok):
         ("In 1959 he joined what and the Hurricanes?", False),
         ("In June 1860 what happened?", False),  # a month is not what the question is about
         ("What did Bonn become in 1949?", False),  # one short name: the title must be named
+        ("It was founded in Bonn by whom?", False),  # an opening pronoun is not a name
         ("Which river flows through the city of Florence?", False),
         ("Which river flows through the city of Florence and Pisa?", True),
     ],
@@ -379,7 +380,10 @@ def _at(subject: str, evidence: str, answer: str, kind: str = "name") -> Target:
         (_at("Leipzig", "After 1949 the city belonged to East Germany until reunification in "
              "1990.", "1990", "date"),
          "After 1949 Leipzig belonged to East Germany until reunification in what year?"),
-        # ... but a college's "the city" is another place
+        # ... not where "the city" is not the subject
+        (_at("Leipzig", "At the edge of the city stands a castle built in 1200.", "1200",
+             "date"), "At the edge of the city stands a castle built in what year?"),
+        # ... and a college's "the city" is another place
         (_at("Trinity College, Cambridge", "In 1209 the city received scholars from Oxford.",
              "Oxford"), "In 1209 the city received scholars from what?"),
         # "It" for a person's article is something else

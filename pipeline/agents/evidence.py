@@ -18,6 +18,53 @@ _NO_BREAK = re.compile(
     r"|Sgt|Capt|Col|Gen|Lt|Maj|Cpl|Adm|Gov|Rev|Fr|Sen|Rep|Hon)|\b[A-Z])\.$"
 )
 
+# Capitalised words that open a sentence or clause and are not names ("In 1860 ...", "He ...").
+OPENING_WORDS = frozenset(
+    [
+        "The",
+        "A",
+        "An",
+        "It",
+        "He",
+        "She",
+        "They",
+        "This",
+        "These",
+        "Those",
+        "In",
+        "On",
+        "At",
+        "By",
+        "For",
+        "From",
+        "During",
+        "After",
+        "Before",
+        "When",
+        "While",
+        "However",
+        "Its",
+        "His",
+        "Her",
+        "Their",
+        "There",
+        "Today",
+        "Later",
+        "Within",
+        "Under",
+        "Through",
+        "Across",
+        "Among",
+        "Despite",
+        "Although",
+        "Because",
+        "With",
+        "Without",
+        "As",
+        "At",
+    ]
+)
+
 
 @dataclass(frozen=True)
 class Span:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
 from pipeline.agents.properties import PROPERTIES
 from pipeline.agents.question_checks import (
+    KIND_NOUNS,
     OPENERS,
     names_subject,
     person_shaped,
@@ -180,26 +181,22 @@ _OWN_SUBJECT = re.compile(
 )
 _GENDERED = ("he", "she", "him", "his", "her")
 # "After 1949 the city belonged ...": 'the city' as the clause's subject after a short
-# adverbial opener (not "at the edge of the city", where it is not the subject).
+# adverbial opener (not "At the edge of the city", where it is not the subject).
 _LEAD_GENERIC = re.compile(
     r"^((?:In|After|Before|By|From|Until|Since|During|On|At|Later|Today)\b[^,]{0,25}?,? )"
-    r"(the (?:country|city|town|college|university|river|band|island|state|region|party))\b"
-    r"(?! of\b)"
+    rf"(?<!\bof )(the (?:{'|'.join(KIND_NOUNS)}))\b(?! of\b)"
 )
 
 
-def _generic_fits(phrase: str, subject: str, prior: str) -> bool:
+def _generic_fits(phrase: str, subject: str) -> bool:
     """'the city' can stand for a subject that is not a person and names no other kind of
     thing ('Trinity College, Cambridge' is a college: its 'the city' is Cambridge)."""
     noun = phrase.split()[-1].lower()
     kinds = {w.lower().strip(",.") for w in subject.split()} & _KINDS
-    return _stands_for("it", subject, prior) and kinds <= {noun}
+    return not person_shaped(subject) and kinds <= {noun}
 
 
-_KINDS = frozenset(
-    ["country", "city", "town", "college", "university", "river", "band", "island", "state",
-     "region", "party", "school", "church", "museum", "kingdom", "republic", "empire"]
-)  # fmt: skip
+_KINDS = frozenset(KIND_NOUNS) | {"school", "church", "museum", "kingdom", "republic", "empire"}
 
 
 def _stands_for(pronoun: str, subject: str, prior: str) -> bool:
@@ -237,7 +234,7 @@ def _insitu(t: Target, prior: str, before: str, after: str) -> str | None:
     if pro and _stands_for(pro.group(1).split()[0], t.subject, prior):
         owner = pro.group(1).lower() in ("his", "her", "its", "their")
         q = (f"{t.subject}'s" if owner else t.subject) + q[pro.end() :]
-    elif (lead := _LEAD_GENERIC.match(q)) and _generic_fits(lead.group(2), t.subject, prior):
+    elif (lead := _LEAD_GENERIC.match(q)) and _generic_fits(lead.group(2), t.subject):
         q = q[: lead.start(2)] + t.subject + q[lead.end(2) :]  # "After 1949 Leipzig belonged"
     elif not pro:  # "in 1836 he married" -> "in 1836 Richard Wagner married"
         m = _INNER_PRONOUN.search(q)

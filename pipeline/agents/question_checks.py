@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from pipeline.agents.evidence import OPENING_WORDS
 from pipeline.agents.rewards import contains, normalize, token_f1, validity
 
 # A text the solver never sees: the proposer's passage, sentence or "information".
@@ -294,19 +295,21 @@ def names_subject(question: str, subject: str) -> bool:
     )
 
 
+# Nouns by which a passage refers to its subject as a kind of thing ("the city", "the band").
+KIND_NOUNS = ("country", "city", "town", "college", "university", "river", "band", "island",
+              "state", "region", "party")  # fmt: skip
 # A proper name: a capitalised word, or a run of them joined by lower-case particles.
 _PROPER = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|de|von|van|the)\s+)?[A-Z][\w'’.-]*)*")
 # What refers to something named outside the question: a personal pronoun, or a bare "the
 # city" standing for the passage's subject ("the city of Florence" names it).
 _REFERENCE = re.compile(
     r"\b(?:he|she|him|her|his|hers|they|them|their|its"
-    r"|the (?:country|city|town|college|university|river|band|group|company|island|state"
-    r"|region|party|team|club))\b(?! of\b)",
+    rf"|the (?:{'|'.join((*KIND_NOUNS, 'group', 'company', 'team', 'club'))}))\b(?! of\b)",
     re.I,
 )
-_OPENING_WORDS = frozenset(["In", "On", "At", "By", "For", "From", "After", "Before", "During",
-                            "The", "A", "An", "What", "Which", "Who", "Whom", "Whose", "When",
-                            "Where", "Why", "How", "Since", "Until"])  # fmt: skip
+# Not names at a question's start: sentence openers ("In", "He", "It") and question words.
+_OPENING_WORDS = OPENING_WORDS | {"What", "Which", "Who", "Whom", "Whose", "Where", "Why", "How",
+                                  "Since", "Until"}  # fmt: skip
 
 
 def proper_names(question: str) -> list[str]:

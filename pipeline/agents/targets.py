@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipeline.agents.evidence import Span, sentences
+from pipeline.agents.evidence import OPENING_WORDS, Span, sentences
 from pipeline.agents.prompts import render_path
 from pipeline.agents.properties import states
 from pipeline.agents.rewards import normalize
@@ -223,7 +223,7 @@ def support_in(
     passage: tuple[str, str, str],
     forms: Sequence[str],
     subject_forms: Sequence[str],
-    pid: str = "",
+    pid: str,
 ) -> tuple[Span, int, int] | None:
     """(sentence, answer start, answer end) when the passage (id, title, text) states the
     final hop: a sentence holds the answer and a word stating the property `pid`
@@ -311,51 +311,6 @@ _NUMBER_RE = re.compile(
     r"(?: (?:square )?[a-z]+metres?| km| kg| per cent| percent|%)?(?![\w])"
 )
 _NAME_RE = re.compile(r"\b[A-Z][\w'’-]+(?:\s+(?:of|de|von|the)?\s*[A-Z][\w'’-]+)*")
-_NAME_STOP = frozenset(
-    [
-        "The",
-        "A",
-        "An",
-        "It",
-        "He",
-        "She",
-        "They",
-        "This",
-        "These",
-        "Those",
-        "In",
-        "On",
-        "At",
-        "By",
-        "For",
-        "From",
-        "During",
-        "After",
-        "Before",
-        "When",
-        "While",
-        "However",
-        "Its",
-        "His",
-        "Her",
-        "Their",
-        "There",
-        "Today",
-        "Later",
-        "Within",
-        "Under",
-        "Through",
-        "Across",
-        "Among",
-        "Despite",
-        "Although",
-        "Because",
-        "With",
-        "Without",
-        "As",
-        "At",
-    ]
-)
 # Which span kinds each task type asks for, in order of preference.
 SPAN_PREFERENCE = {
     "temporal": ("date", "number", "name"),
@@ -383,7 +338,7 @@ def answer_spans(text: str, title: str) -> dict[str, list[tuple[int, int]]]:
     for m in _NAME_RE.finditer(text):
         words = m.group(0).split()
         start = m.start()
-        while words and (words[0] in _NAME_STOP or words[0].islower()):
+        while words and (words[0] in OPENING_WORDS or words[0].islower()):
             start = text.index(words[1], start + len(words[0])) if len(words) > 1 else start
             words = words[1:]
         words = [w.removesuffix("'s").removesuffix("’s") for w in words]
