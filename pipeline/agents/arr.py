@@ -25,12 +25,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from pipeline.agents.prompts import ARR_REASONER_TURN, ARR_VERIFIER_TURN, SOLVER_STOP
 from pipeline.agents.rollout import INFO_OPEN, SEARCH_CLOSE, SEARCH_OPEN
+from pipeline.llm import usage
 from pipeline.llm.base import Completion, Generator, SamplingParams
 from pipeline.retrieval.base import RetrieverBackend
 from pipeline.retrieval.faiss_index import Hit, format_docs
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 REASONER_ACTIONS = ("think", "search", "verify", "answer")
 VERIFIER_ACTIONS = ("verify", "selected_doc", "response", "final_answer")
@@ -57,6 +62,22 @@ class ArrSettings:
     entropy_delta: float = 0.05
     monitored_actions: tuple[str, ...] = ("think", "verify")
     critique_actions: tuple[str, ...] = ("verify", "response")
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig) -> ArrSettings:
+        a, r = cfg.arr, cfg.retrieval
+        return cls(
+            max_rounds=a.max_rounds,
+            topk=r.topk,
+            max_doc_tokens=r.max_tokens_per_response,
+            force_final=cfg.generation.force_final,
+            entropy_top_k=a.entropy_top_k,
+            adversarial_lambda=a.adversarial_lambda,
+            f1_buckets=a.f1_buckets,
+            entropy_delta=a.entropy_delta,
+            monitored_actions=tuple(a.monitored_actions),
+            critique_actions=tuple(a.critique_actions),
+        )
 
 
 @dataclass
@@ -266,15 +287,18 @@ def _answer_check_turn(d: Dialogue, c: Completion, count: Callable) -> None:
 
 
 def _generate(
-    gen: Generator, prompts: list[str], params: SamplingParams, top_k: int
+    gen: Generator, prompts: list[str], params: SamplingParams, top_k: int, roots: list[str]
 ) -> list[list[Completion]]:
-    """Completions with token entropies; a backend without them gives empty entropies."""
+    """Completions with token entropies; a backend without them gives empty entropies.
+    `roots[i]` is the dialogue prompt `prompts[i]` continues (its record's, for the meter)."""
     if not prompts:
         return []
     with_entropy = getattr(gen, "generate_with_entropy", None)
-    if with_entropy is not None:
-        return with_entropy(prompts, params, top_k=top_k)
-    return [[Completion(t, (), exact=False) for t in o] for o in gen.generate(prompts, params)]
+    with usage.continued(roots, prompts):
+        if with_entropy is not None:
+            return with_entropy(prompts, params, top_k=top_k)
+        outs = gen.generate(prompts, params)
+    return [[Completion(t, (), exact=False) for t in o] for o in outs]
 
 
 def run_dialogues(
@@ -290,7 +314,7 @@ def run_dialogues(
     `params.seed + k`, so a rerun with the same seed reproduces the dialogues."""
     count = gen.count_tokens
     r_params = replace(params, stop=REASONER_STOP)
-    outs = _generate(gen, list(reasoner_prompts), r_params, s.entropy_top_k)
+    outs = _generate(gen, list(reasoner_prompts), r_params, s.entropy_top_k, list(reasoner_prompts))
     groups = [
         [Dialogue(p, v, i) for i in range(len(o))]
         for p, v, o in zip(reasoner_prompts, verifier_prompts, outs, strict=True)
@@ -316,8 +340,9 @@ def run_dialogues(
         call += 1
         v_params = replace(params, n=1, stop=VERIFIER_STOP, seed=_seed(params, call))
         v_outs = _generate(
-            gen, [d.verifier_prompt + d.verifier_log for d in checking], v_params, s.entropy_top_k
-        )
+            gen, [d.verifier_prompt + d.verifier_log for d in checking], v_params, s.entropy_top_k,
+            [d.verifier_prompt for d in checking],
+        )  # fmt: skip
         for d, o in zip(checking, v_outs, strict=True):
             if d.phase == "critique":
                 _critique_turn(d, o[0], step_hits[id(d)], count, s.max_doc_tokens)
@@ -335,7 +360,10 @@ def run_dialogues(
                 d.pending, d.forced_final = ANSWER_OPEN, True
         call += 1
         r_next = replace(r_params, n=1, seed=_seed(params, call))
-        outs = _generate(gen, [d.prompt + d.transcript for d in live], r_next, s.entropy_top_k)
+        outs = _generate(
+            gen, [d.prompt + d.transcript for d in live], r_next, s.entropy_top_k,
+            [d.prompt for d in live],
+        )  # fmt: skip
         todo = [(d, o[0]) for d, o in zip(live, outs, strict=True)]
     return groups
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
 from pipeline.agents.properties import PROPERTIES
@@ -26,9 +27,13 @@ from pipeline.agents.question_checks import (
 )
 from pipeline.agents.rollout import Rollout, RolloutConfig, TurnGuide, run_rollouts
 from pipeline.agents.targets import Target
+from pipeline.llm import usage
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 _INFO = re.compile(r"<information>.*?</information>", re.S)
 
@@ -77,6 +82,7 @@ class ProposerTask:
     hop_count: int
     task_type: str
     target: Target
+    record_id: str = ""  # whose LLM tokens the proposal's calls are (pipeline.llm.usage)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,22 @@ class ProposerSettings:
     # KG paths: "rules_first" uses the path's template question first where its final
     # property has a wording (properties.PROPERTIES) and it passes every rule
     kg_questions: str = "llm_first"
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, seed: int = 0) -> ProposerSettings:
+        g = cfg.generation
+        return cls(
+            temperature=g.proposer_temperature,
+            top_p=g.proposer_top_p,
+            max_tokens=g.proposer_max_tokens,
+            seed=seed,
+            attempts=g.question_attempts,
+            guided=g.guided_proposer,
+            max_answer_tokens=g.max_answer_tokens,
+            template_fallback=g.template_fallback,
+            passage_questions=g.passage_questions,
+            kg_questions=g.kg_questions,
+        )
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(
@@ -326,8 +348,9 @@ def propose(
     )  # fmt: skip
     kinds = [(tasks[i].target.answer_kind, tasks[i].target.subject) for i in posed]
     guides = [TurnGuide("<question>", question_body(*k)) for k in kinds] if s.guided else None
-    groups = run_rollouts(gen, retriever, [prompts[i] for i in posed], s.sampling(), rcfg, None,
-                          guides) if posed else []  # fmt: skip
+    roots = [prompts[i] for i in posed]
+    with usage.owned(roots, [tasks[i].record_id for i in posed]):
+        groups = run_rollouts(gen, retriever, roots, s.sampling(), rcfg, None, guides)
     by_task = dict(zip(posed, groups, strict=True)) if posed else {}
 
     reasons = {i: [reason(r.final, tasks[i].target) for r in by_task[i]] for i in posed}

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from pipeline.llm import usage
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 from pipeline.retrieval.base import RetrieverBackend
 from pipeline.retrieval.faiss_index import Hit, format_docs
@@ -362,6 +363,8 @@ def run_rollouts(
         regexes = _if_guided(
             [_turn_regex(guide_of[id(r)], cfg, turn + 1, r, budget_of[id(r)]) for r in live]
         )
-        outs = generate_with_guides(gen, [r.prompt + r.transcript for r in live], nxt, regexes)
+        texts = [r.prompt + r.transcript for r in live]
+        with usage.continued([r.prompt for r in live], texts):
+            outs = generate_with_guides(gen, texts, nxt, regexes)
         pending = [(r, o[0], budget_of[id(r)]) for r, o in zip(live, outs, strict=True)]
     return groups

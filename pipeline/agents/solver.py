@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pipeline.agents.arr import ArrSettings, Dialogue, run_dialogues
 from pipeline.agents.arr_scoring import score_dialogues
@@ -41,9 +42,13 @@ from pipeline.agents.rewards import (
     wcr_rewards,
 )
 from pipeline.agents.rollout import Rollout, RolloutConfig, run_rollouts
+from pipeline.llm import usage
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,28 @@ class SolverSettings:
     search: bool = True
     search_budget: int | None = None
 
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig, seed: int = 0) -> SolverSettings:
+        """The run's solver: the retrieval and turn settings its agents share (ARR's too)."""
+        g, s = cfg.generation, cfg.solver
+        return cls(
+            n=cfg.rewards.n_solver,
+            temperature=cfg.verifier.temperature,
+            max_tokens=g.solver_max_tokens,
+            seed=seed,
+            max_turns=g.max_turns,
+            topk=cfg.retrieval.topk,
+            max_doc_tokens=cfg.retrieval.max_tokens_per_response,
+            lambda_e=cfg.rewards.lambda_e,
+            wcr_alpha=cfg.rewards.wcr_alpha,
+            force_final=g.force_final,
+            protocol=s.protocol,
+            pcar_lambda_base=s.pcar_lambda_base,
+            pcar_lambda_max=s.pcar_lambda_max,
+            pcar_delta=s.pcar_delta,
+            arr=ArrSettings.from_config(cfg),
+        )
+
 
 def solve(
     gen: Generator,
@@ -106,7 +133,9 @@ def solve(
     if arr:
         prompts = [render(arr_reasoner_prompt(t.question, shots)) for t in tasks]
         verifier_prompts = [render(arr_verifier_prompt(t.question, shots)) for t in tasks]
-        dialogues = run_dialogues(gen, retriever, prompts, verifier_prompts, params, s.arr)
+        ids = [t.record_id for t in tasks]
+        with usage.owned(prompts + verifier_prompts, ids + ids):
+            dialogues = run_dialogues(gen, retriever, prompts, verifier_prompts, params, s.arr)
         return [_results(t, p, g, s) for t, p, g in zip(tasks, prompts, dialogues, strict=True)]
     prompts = [render(solver_prompt(t.question, shots, evalact)) for t in tasks]
     cfg = RolloutConfig(
@@ -123,7 +152,8 @@ def solve(
         evaluate=evalact,
     )
     budgets = [s.search_budget] * len(prompts) if s.search_budget is not None else None
-    groups = run_rollouts(gen, retriever, prompts, params, cfg, budgets)
+    with usage.owned(prompts, [t.record_id for t in tasks]):
+        groups = run_rollouts(gen, retriever, prompts, params, cfg, budgets)
     return [_results(t, p, g, s) for t, p, g in zip(tasks, prompts, groups, strict=True)]
 
 

@@ -17,6 +17,7 @@ from pipeline.agents.rewards import (
     verifier_pmi,
     verifier_teacher_forced,
 )
+from pipeline.llm import usage
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render, plain
 
@@ -68,7 +69,8 @@ def verify_mc(
         stop=ANSWER_STOP,
         seed=seed,
     )
-    outs = gen.generate(prompts, params)
+    with usage.owned(prompts, [it.record_id for it in items for _ in conds]):
+        outs = gen.generate(prompts, params)
     results = []
     for j, it in enumerate(items):
         rows, correct = [], {"with_evidence": [], "without_evidence": []}
@@ -118,7 +120,8 @@ def verify_teacher_forced(
             ctx = it.evidence if with_ev else None
             prompts.append(render(answer_prompt(it.question, shots, context=ctx)))
             conts.append(" " + it.answer.strip())
-    logps = gen.score(prompts, conts)
+    with usage.owned(prompts, [it.record_id for it in items for _ in contexts]):
+        logps = gen.score(prompts, conts)
     results = []
     w = len(contexts)
     for j, it in enumerate(items):

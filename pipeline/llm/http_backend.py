@@ -42,6 +42,7 @@ from pipeline.core.http import (
     ServerUnreachableError,
     normalize_base_url,
 )
+from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.entropy import token_entropy_topk
 
@@ -295,6 +296,7 @@ class HTTPGenerator:
             ) from exc
         out: list[list[dict]] = [[] for _ in prompts]
         for (_, chunk), res in zip(chunks, results, strict=True):
+            usage.report_openai([prompts[i] for i in chunk], res)
             choices = self._choices(res, len(chunk) * n, url)
             for k, i in enumerate(chunk):
                 out[i] = choices[k * n : (k + 1) * n] * (params.n // n)
@@ -319,6 +321,7 @@ class HTTPGenerator:
         url = f"{self.base_url}/v1/completions"
         out: list[float] = []
         for chunk, res in zip(chunks, results, strict=True):
+            usage.report_openai([prompts[i] for i in chunk], res)
             for i, choice in zip(chunk, self._choices(res, len(chunk), url), strict=True):
                 lp = choice.get("logprobs") or {}
                 offsets, values = lp.get("text_offset"), lp.get("token_logprobs")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from pipeline.core.model_refs import resolve_llm
+from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
 from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
@@ -176,6 +177,9 @@ class TransformersGenerator:
         per_batch = max(1, self.batch_size // params.n)
         enc = self.tokenizer(list(prompts), truncation=True, max_length=self.max_prompt_tokens)
         ids = [list(x) for x in enc["input_ids"]]
+        st = self.stats
+        before = (st["prefill_tokens"], st["prompt_tokens"])
+        generated: list[int] = [0] * len(prompts)
         seen: dict[str, int] = {}
         occurrence = []
         for p in prompts:
@@ -193,9 +197,18 @@ class TransformersGenerator:
             matchers = None
             if guides:
                 matchers = [self._matcher(guides[i]) for i in idx for _ in range(params.n)]
-            done = self._generate_batch([ids[i] for i in idx], params, rngs, matchers, entropy)
-            for j, c in enumerate(done):
+            done, counts = self._generate_batch(
+                [ids[i] for i in idx], params, rngs, matchers, entropy
+            )
+            for j, (c, k) in enumerate(zip(done, counts, strict=True)):
                 out[idx[j // params.n]].append(c)
+                generated[idx[j // params.n]] += k
+        computed = int(st["prefill_tokens"] - before[0])  # a shared prefix is computed once
+        usage.report(
+            list(zip(prompts, generated, strict=True)),
+            computed,
+            int(st["prompt_tokens"] - before[1]) - computed,
+        )
         return out
 
     def _generate_batch(
@@ -205,7 +218,8 @@ class TransformersGenerator:
         rngs: list | None,
         matchers: list | None = None,
         entropy: bool = False,
-    ) -> list[Completion]:
+    ) -> tuple[list[Completion], list[int]]:
+        """The completions of `rows` (n per row) and the tokens each one generated."""
         n, st = params.n, self.stats
         share = self.share_prefix
         if not share:  # every sample prefills its own copy of its prompt
@@ -317,7 +331,7 @@ class TransformersGenerator:
         return [
             Completion(cut_at_stop(text, params.stop), tuple(h), exact=True)
             for text, h in zip(texts, ents, strict=True)
-        ]
+        ], [len(t) for t in tokens]
 
     def _matcher(self, regex: str | None):
         """A fresh llguidance matcher for one guided row (None: unguided)."""
@@ -412,6 +426,7 @@ class TransformersGenerator:
             raise ValueError("score() needs one continuation per prompt")
         tok = self.tokenizer
         result = [0.0] * len(prompts)
+        computed = 0
         for b_idx in _batches(self._order(prompts), self.batch_size):
             checkpoint()
             rows, spans = [], []
@@ -438,6 +453,8 @@ class TransformersGenerator:
             )
             for i, part in zip(b_idx, lp.split([e - s for _, s, e in at]), strict=True):
                 result[i] = float(part.sum()) if len(part) else 0.0
+            computed += sum(len(r) for r in rows)
+        usage.report([(p, 0) for p in prompts], computed, 0)  # a forward pass, no decoding
         return result
 
     @property

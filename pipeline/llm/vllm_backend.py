@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import BadInputError, first_line
+from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.entropy import token_entropy_topk
 
@@ -332,7 +333,7 @@ class VLLMGenerator:
             )
         return out
 
-    def _run(self, inputs: list, sp) -> list:
+    def _run(self, prompts: Sequence[str], inputs: list, sp) -> list:
         t = time.perf_counter()
         try:
             outputs = self.llm.generate(inputs, sp, use_tqdm=False)
@@ -340,11 +341,17 @@ class VLLMGenerator:
             raise ValueError(f"vLLM refused the batch: {first_line(exc)}") from exc
         st = self.stats
         st["generate_s"] += time.perf_counter() - t
-        for out in outputs:
+        computed, cached, generated = 0, 0, []
+        for p, out in zip(prompts, outputs, strict=True):
+            n_prompt, n_cached = len(out.prompt_token_ids or ()), out.num_cached_tokens or 0
+            n_gen = sum(len(o.token_ids) for o in out.outputs)
             st["rows"] += 1
-            st["prompt_tokens"] += len(out.prompt_token_ids or ())
-            st["cached_prompt_tokens"] += out.num_cached_tokens or 0
-            st["generated_tokens"] += sum(len(o.token_ids) for o in out.outputs)
+            st["prompt_tokens"] += n_prompt
+            st["cached_prompt_tokens"] += n_cached
+            st["generated_tokens"] += n_gen
+            computed, cached = computed + n_prompt - n_cached, cached + n_cached
+            generated.append((p, n_gen))
+        usage.report(generated, computed, cached)
         return outputs
 
     def generate(
@@ -404,7 +411,7 @@ class VLLMGenerator:
             sp = [by_regex[g] for g in guides]
         inputs = self._inputs(prompts, params.max_tokens)  # its own error is not a guide's
         try:
-            outputs = self._run(inputs, sp)
+            outputs = self._run(prompts, inputs, sp)
         except ValueError as exc:
             if guides is None:
                 raise
@@ -433,7 +440,7 @@ class VLLMGenerator:
             for p, c in zip(prompts, continuations, strict=True)
         ]
         sp = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
-        outputs = self._run([{"prompt_token_ids": ids} for ids, _ in encoded], sp)
+        outputs = self._run(prompts, [{"prompt_token_ids": ids} for ids, _ in encoded], sp)
         return [
             sum_prompt_logprobs(out.prompt_logprobs, ids, start) if len(ids) > start else 0.0
             for out, (ids, start) in zip(outputs, encoded, strict=True)
