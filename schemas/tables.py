@@ -275,6 +275,23 @@ CURRICULUM = _schema(
         f("v_shuffled", pa.float64(), doc="gates.controls: V with another record's evidence"),
         f("v_answer_only", pa.float64(), doc="V with the answer string alone as evidence"),
         f("v_off_topic", pa.float64(), doc="V with a passage of another cluster as evidence"),
+        f(
+            "gate_verdicts",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("gate", pa.string()),
+                        ("verdict", pa.string()),
+                        ("rejected_by", pa.string()),
+                        ("detail", pa.string()),
+                    ]
+                )
+            ),
+            doc="every generation gate's verdict in step order (pass | fail | undetermined | "
+            "not_applicable | off) and, when it keeps the record out, the rejected_by reason; "
+            "null on records written before gates were steps (their shortcut/uniqueness "
+            "verdict columns stand for them)",
+        ),
         f("proposer_model", pa.string(), False),
         f("solver_model", pa.string(), False),
         f("embedder_model", pa.string(), False),
@@ -506,7 +523,8 @@ CONTROL_SCORES = _schema(
 
 SHARD_STEPS = _schema(
     "shard_steps",
-    "Wall time of each step of one shard, so the cost of every gate is known per run.",
+    "The runner's account of each step of one shard: records, seconds and the LLM engine's "
+    "calls and tokens as the backend reported them (null: the backend does not report it).",
     [
         f("run_id", pa.string(), False),
         f("shard", pa.int32(), False),
@@ -514,10 +532,31 @@ SHARD_STEPS = _schema(
             "step",
             pa.string(),
             False,
-            "propose | solve | verify | gold_evidence | shortcut | controls | rows",
+            "propose | solve | verify | gold_evidence | shortcut | uniqueness | <custom gate> "
+            "| controls | rows",
         ),
-        f("seconds", pa.float64(), False),
-        f("items", pa.int32(), False, "records (or rows) the step worked on"),
+        f("seconds", pa.float64(), False, "wall seconds"),
+        f("items", pa.int32(), False, "records the step worked on (records in)"),
+        f("records_out", pa.int32(), doc="of them, the records it passed on (a gate: passed)"),
+        f("cpu_seconds", pa.float64(), doc="CPU seconds of this process (not a server's)"),
+        f("llm_calls", pa.int64(), doc="engine calls (the response cache's hits make none)"),
+        f("prompt_tokens_computed", pa.int64(), doc="prompt tokens the engine computed"),
+        f("prompt_tokens_cached", pa.int64(), doc="prompt tokens served from its prefix cache"),
+        f("generated_tokens", pa.int64(), doc="tokens the engine generated"),
+        f("created_at", _TS, False),
+    ],
+)
+
+RECORD_COSTS = _schema(
+    "record_costs",
+    "Generated tokens spent on each record, per step: the engine's per-prompt report credited "
+    "to the record the prompt was sent for.",
+    [
+        f("run_id", pa.string(), False),
+        f("shard", pa.int32(), False),
+        f("record_id", pa.string(), doc="null: tokens no record was named for"),
+        f("step", pa.string(), False),
+        f("generated_tokens", pa.int64(), False),
         f("created_at", _TS, False),
     ],
 )
@@ -590,6 +629,7 @@ TABLES: dict[str, pa.Schema] = {
         GATE_ROLLOUTS,
         CONTROL_SCORES,
         SHARD_STEPS,
+        RECORD_COSTS,
         REJECTS,
         RUNS,
         SHARD_MANIFEST,

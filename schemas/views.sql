@@ -147,11 +147,28 @@ LEFT JOIN thr t ON t.run_id = q.run_id;
 -- Every record with the verdict of every stage and the first stage it fails (`rejected_by`,
 -- NULL when accepted). One definition of "accepted", read by the funnel, the run's summary
 -- line, the report and the export's default selection: valid, verbatim evidence, V above the
--- run's control threshold, not contaminated, shortcut and uniqueness gates passed (not
--- undetermined; `off` or `not_applicable` pass), and the best record of its exact and
+-- run's control threshold, not contaminated, every generation gate passed (gate_verdicts in
+-- step order: shortcut, uniqueness and any custom gate; `undetermined` does not pass, `off`
+-- and `not_applicable` do), and the best record of its exact and
 -- near-duplicate question group among the records that pass everything else.
 CREATE OR REPLACE VIEW curriculum_verdicts AS
-WITH staged AS (
+WITH gated AS (
+    -- Every generation gate's verdict in step order; records written before gates were steps
+    -- have their two gates' verdict columns instead.
+    SELECT
+        q.* REPLACE (if(len(q.gate_verdicts) > 0, q.gate_verdicts, [
+            {'gate': 'shortcut', 'verdict': q.shortcut_verdict,
+             'rejected_by': CASE q.shortcut_verdict WHEN 'fail' THEN 'shortcut'
+                                WHEN 'undetermined' THEN 'shortcut_undetermined' END,
+             'detail': NULL::VARCHAR},
+            {'gate': 'uniqueness', 'verdict': q.uniqueness_verdict,
+             'rejected_by': CASE q.uniqueness_verdict WHEN 'fail' THEN 'ambiguous'
+                                WHEN 'undetermined' THEN 'uniqueness_undetermined' END,
+             'detail': NULL::VARCHAR}
+        ]) AS gate_verdicts)
+    FROM curriculum_quality q
+),
+checked AS (
     SELECT
         q.*,
         t.v_threshold,
@@ -160,13 +177,20 @@ WITH staged AS (
             WHEN NOT q.is_verbatim THEN 'no_verbatim_evidence'
             WHEN q.verifier_v IS NULL OR q.verifier_v <= t.v_threshold THEN 'below_v_threshold'
             WHEN q.contaminated THEN 'contaminated'
-            WHEN q.shortcut_verdict = 'fail' THEN 'shortcut'
-            WHEN q.shortcut_verdict = 'undetermined' THEN 'shortcut_undetermined'
-            WHEN q.uniqueness_verdict = 'fail' THEN 'ambiguous'
-            WHEN q.uniqueness_verdict = 'undetermined' THEN 'uniqueness_undetermined'
-        END AS gate_rejection
-    FROM curriculum_quality q
+        END AS before_gates
+    FROM gated q
     LEFT JOIN verifier_thresholds t ON t.run_id = q.run_id
+),
+staged AS (
+    SELECT
+        * EXCLUDE (before_gates),
+        before_gates IS NULL AS reached_gates,
+        -- else the first gate that keeps the record out
+        coalesce(
+            before_gates,
+            list_filter(gate_verdicts, lambda g: g.rejected_by IS NOT NULL)[1].rejected_by
+        ) AS gate_rejection
+    FROM checked
 ),
 ranked AS (
     SELECT
@@ -248,6 +272,33 @@ SELECT
 FROM r
 GROUP BY run_id;
 
+-- Every generation gate per run, in step order: the records it judged and what it said, and
+-- `rejected`, the records it is the first stage to keep out (rejected_by is its reason). Only
+-- records that reached the gates (valid, verbatim, above the V bar, not contaminated) count.
+CREATE OR REPLACE VIEW gate_funnel AS
+WITH v AS (
+    SELECT
+        run_id, rejected_by,
+        unnest(gate_verdicts) AS g,
+        unnest(range(1, len(gate_verdicts) + 1)) AS position
+    FROM curriculum_verdicts
+    WHERE reached_gates
+)
+SELECT
+    run_id,
+    g.gate AS gate,
+    min(position) AS position,
+    count(*) FILTER (WHERE g.verdict NOT IN ('not_applicable', 'off')) AS judged,
+    count(*) FILTER (WHERE g.verdict = 'pass') AS passed,
+    count(*) FILTER (WHERE g.verdict = 'fail') AS failed,
+    count(*) FILTER (WHERE g.verdict = 'undetermined') AS undetermined,
+    count(*) FILTER (WHERE g.verdict = 'not_applicable') AS not_applicable,
+    count(*) FILTER (WHERE g.verdict = 'off') AS off,
+    count(*) FILTER (WHERE rejected_by = g.rejected_by) AS rejected
+FROM v
+GROUP BY run_id, g.gate
+ORDER BY run_id, position;
+
 -- Verifier controls (gates.controls) per run and verifier method: mean V with the real
 -- evidence and with each substitute, the ROC AUC of real vs shuffled (and vs off-topic) V —
 -- Mann-Whitney over average ranks, ties counted half, so a verifier with V = 0 everywhere
@@ -324,16 +375,56 @@ SELECT
 FROM curriculum
 GROUP BY run_id;
 
--- Wall time per step of generation, per run (shard_steps): what each gate costs as a share.
+-- What each step of generation cost per run (shard_steps, the runner's account of every
+-- committed shard: a shard redone after a crash replaces its rows, so it counts once). Tokens
+-- are the engine's own counts; null where the backend does not report them.
 CREATE OR REPLACE VIEW step_costs AS
 SELECT
     run_id,
     step,
     sum(seconds) AS seconds,
     sum(items) AS items,
-    sum(seconds) / sum(sum(seconds)) OVER (PARTITION BY run_id) AS share
+    sum(seconds) / sum(sum(seconds)) OVER (PARTITION BY run_id) AS share,
+    sum(records_out) AS records_out,
+    sum(cpu_seconds) AS cpu_seconds,
+    sum(llm_calls) AS llm_calls,
+    sum(prompt_tokens_computed) AS prompt_tokens_computed,
+    sum(prompt_tokens_cached) AS prompt_tokens_cached,
+    sum(generated_tokens) AS generated_tokens,
+    count(DISTINCT shard) AS shards
 FROM shard_steps
 GROUP BY run_id, step;
+
+-- A run's generation cost in total and per accepted record.
+CREATE OR REPLACE VIEW run_costs AS
+WITH s AS (
+    SELECT
+        run_id,
+        count(DISTINCT shard) AS shards,
+        sum(seconds) AS seconds,
+        sum(cpu_seconds) AS cpu_seconds,
+        sum(llm_calls) AS llm_calls,
+        sum(prompt_tokens_computed) AS prompt_tokens_computed,
+        sum(prompt_tokens_cached) AS prompt_tokens_cached,
+        sum(generated_tokens) AS generated_tokens
+    FROM shard_steps
+    GROUP BY run_id
+),
+a AS (
+    SELECT run_id, count(*) AS records, count(*) FILTER (WHERE accepted) AS accepted
+    FROM curriculum_verdicts
+    GROUP BY run_id
+)
+SELECT
+    s.*,
+    a.records,
+    a.accepted,
+    s.seconds / nullif(a.accepted, 0) AS seconds_per_accepted,
+    s.generated_tokens / nullif(a.accepted, 0) AS generated_tokens_per_accepted,
+    (s.prompt_tokens_computed + coalesce(s.prompt_tokens_cached, 0)) / nullif(a.accepted, 0)
+        AS prompt_tokens_per_accepted
+FROM s
+JOIN a USING (run_id);
 
 -- Why records were filtered, per run.
 CREATE OR REPLACE VIEW invalid_reasons AS

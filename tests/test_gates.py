@@ -3,9 +3,12 @@ then the gates on the real 270M model (shortcut check, uniqueness, verifier cont
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from pipeline.generation.steps import Gate, Verdict, register
 from pipeline.quality.gate_stats import (
     accuracy,
     answer_candidates,
@@ -251,8 +254,12 @@ def test_export_drops_shortcut_and_ambiguous_rows_with_reasons():
 
 
 def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
+    from types import SimpleNamespace
+
     from pipeline.catalog.export_splits import drop_undetermined
-    from pipeline.generation.gates import GateResult, set_verdicts
+    from pipeline.generation.builtin_steps import Shortcut, Uniqueness
+    from pipeline.generation.gates import GateResult
+    from pipeline.generation.steps import ShardState
     from pipeline.quality.gate_stats import verdict
 
     assert verdict(False, True, True, True) == "off"
@@ -262,11 +269,23 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
     assert (verdict(True, True, True, True), verdict(True, True, True, False)) == ("fail", "pass")
 
     def gated(gold_correct, shortcut, unique, hops=2):
+        """The two gate steps on one solved record whose checks measured these values (no
+        verified slot: nothing is left to measure, so no LLM call)."""
         res = GateResult()
-        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut,
-                           unique_answer=unique)  # fmt: skip
-        set_verdicts(res, True, True, hops, solved=True)
-        return res.columns["shortcut_verdict"], res.columns["uniqueness_verdict"]
+        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut)
+        answers = ["Paris", "Paris"] + (["Lyon", "Lyon"] if not unique else [])
+        rollouts = [{"predicted_answer": a, "answer_in_retrieved": True} for a in answers]
+        st = ShardState(0, [None], 0, ["r"], ["p"], ["t"], ["x"], [None],
+                        [SimpleNamespace(hops=hops)], None)  # fmt: skip
+        st.gates, st.solved = {0: res}, {0: SimpleNamespace(rollouts=rollouts)}
+        Shortcut(True, 2, 0.5, 12, None).run(None, st)
+        Uniqueness(True, 2).run(None, st)
+        c = res.columns
+        assert [(v["gate"], v["verdict"]) for v in st.verdicts[0]] == [
+            ("shortcut", c["shortcut_verdict"]),
+            ("uniqueness", c["uniqueness_verdict"]),
+        ]
+        return c["shortcut_verdict"], c["uniqueness_verdict"]
 
     # every rollout 0, closed book 0: no evidence either way, so neither gate passes
     assert gated(0, False, True) == ("undetermined", "undetermined")
@@ -394,7 +413,7 @@ def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, sho
         ROOT / "configs/production.yaml",
         [f"store.out_dir={tmp_path}", "generation.proposer_max_tokens=32",
          "generation.solver_max_tokens=16", "generation.max_turns=2",
-         "generation.answer_max_tokens=8"],
+         "generation.answer_max_tokens=8", "gates.custom.long_question.max_words=9"],
     )  # fmt: skip
     assert (cfg.verifier.method, cfg.rewards.n_solver, cfg.verifier.m) == ("mc", 5, 5)
     titles = retriever.passages.table.column("title").to_pylist()
@@ -418,7 +437,9 @@ def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, sho
         kg_shots=load_kg_shots(ROOT / cfg.generation.kg_few_shot), subgraphs={"sg": sg},
         cluster_rows={0: [florence], 1: [leipzig]},
     )  # fmt: skip
+    engine_tokens = vllm_llm.stats["generated_tokens"]
     out = process_shard(ctx, 0, items)
+    engine_tokens = vllm_llm.stats["generated_tokens"] - engine_tokens
     kg, span = out.curriculum
     # the KG slot asks for the path's end entity; P206 is many-valued, so the question starts
     # at the Arno (one hop), and its evidence names both
@@ -441,8 +462,54 @@ def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, sho
             assert r["solver_n"] == 5 and r["gold_n"] == 2
             assert r["uniqueness_verdict"] in ("pass", "fail", "undetermined")
             assert (r["uniqueness_verdict"] == "undetermined") == (r["gold_correct"] == 0)
-    steps = {s["step"] for s in out.shard_steps}
-    assert {"propose", "solve", "verify", "gold_evidence"} <= steps
+    steps = [s["step"] for s in out.shard_steps]
+    assert steps == ["propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness",
+                     "long_question", "controls", "rows"]  # fmt: skip
+    # The toy gate (one class, one config entry) judged every valid record, after the others.
+    for r in out.curriculum:
+        v = r["gate_verdicts"][-1]
+        assert [g["gate"] for g in r["gate_verdicts"]] == [
+            "shortcut",
+            "uniqueness",
+            "long_question",
+        ]
+        long = len(r["question"].split()) > 9
+        assert v["verdict"] == (
+            "not_applicable" if not r["is_valid"] else "fail" if long else "pass"
+        )
+        assert v["rejected_by"] == ("long_question" if v["verdict"] == "fail" else None)
+    toy = out.shard_steps[steps.index("long_question")]
+    assert toy["items"] == sum(r["is_valid"] for r in out.curriculum)
+    # Cost rows: the engine's own counter, the steps' and the records' sums are one number.
+    generated = sum(s["generated_tokens"] or 0 for s in out.shard_steps)
+    assert generated == sum(c["generated_tokens"] for c in out.record_costs) == engine_tokens > 0
+    assert {c["record_id"] for c in out.record_costs} <= {r["record_id"] for r in out.curriculum}
+    by_step = {s["step"]: s for s in out.shard_steps}
+    assert by_step["propose"]["llm_calls"] >= 1 and by_step["rows"]["llm_calls"] == 0
+    assert by_step["solve"]["prompt_tokens_computed"] > 0
+    assert all(s["cpu_seconds"] > 0 and s["seconds"] > 0 for s in out.shard_steps)
+
+
+@register
+@dataclass(frozen=True)
+class LongQuestion(Gate):
+    """A toy gate: a question longer than `max_words` words fails (issue 25's example of a
+    gate added with one class and one config entry, `gates.custom.long_question`)."""
+
+    max_words: int
+    name = "long_question"
+    reads = ("proposed",)
+
+    @classmethod
+    def from_config(cls, cfg):
+        return cls(**cfg.gates.custom[cls.name])
+
+    def judge(self, ctx, st):
+        return {
+            i: Verdict("fail" if len(r.proposal.question.split()) > self.max_words else "pass")
+            for i, r in enumerate(st.proposed)
+            if r.valid
+        }
 
 
 def test_shuffled_control_never_hands_a_record_its_own_evidence():

@@ -155,6 +155,26 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     assert con.execute(
         "SELECT status, shards_completed, shards_planned FROM runs WHERE run_id = ?", night
     ).fetchone() == ("completed", 3, 3)
+    # Cost rows: a killed-and-resumed night counts each committed shard once (the shard in
+    # flight at the kill left none), each step of it once, and its steps' generated tokens
+    # are its records' (the runner's two accounts of one engine report), for both nights.
+    assert con.execute(
+        """SELECT count(DISTINCT shard), count(*) = count(DISTINCT (shard, step)),
+                  count(DISTINCT step) FROM shard_steps WHERE run_id = ?""",
+        night,
+    ).fetchone() == (3, True, 8)
+    for rid in (first, run_id):
+        steps, records = con.execute(
+            """SELECT (SELECT sum(generated_tokens) FROM shard_steps WHERE run_id = $1),
+                      (SELECT sum(generated_tokens) FROM record_costs WHERE run_id = $1)""",
+            [rid],
+        ).fetchone()
+        assert steps == records and steps > 0, (rid, steps, records)
+    (per_accepted,) = con.execute(
+        "SELECT seconds_per_accepted IS NOT NULL OR accepted = 0 FROM run_costs WHERE run_id = ?",
+        night,
+    ).fetchone()
+    assert per_accepted
     engines = con.execute(
         "SELECT run_id, config_yaml LIKE '%backend: transformers%' FROM runs ORDER BY run_id"
     ).fetchall()

@@ -50,10 +50,10 @@ def expected_funnel(con, run_id: str) -> dict[str, int]:
 
     rows = con.execute(
         "SELECT record_id, question, is_valid, invalid_reason, is_verbatim, verifier_v, "
-        "verifier_method, v_threshold_quantile, shortcut_verdict, uniqueness_verdict "
-        "FROM curriculum WHERE run_id = ?", [run_id],
+        "verifier_method, v_threshold_quantile, shortcut_verdict, uniqueness_verdict, "
+        "gate_verdicts FROM curriculum WHERE run_id = ?", [run_id],
     ).fetchall()  # fmt: skip
-    cols = ("id", "q", "valid", "reason", "verbatim", "v", "method", "quantile", "sc", "un")
+    cols = ("id", "q", "valid", "reason", "verbatim", "v", "method", "quantile", "sc", "un", "g")
     recs = [dict(zip(cols, r, strict=True)) for r in rows]
     method = next((r["method"] for r in recs if r["method"]), None)
     ctl = sorted(
@@ -77,6 +77,8 @@ def expected_funnel(con, run_id: str) -> dict[str, int]:
     for name, keep in stages:
         alive = [r for r in alive if keep(r)]
         out[name] = len(alive)
+    # a custom gate (gates.custom) after the built-in ones keeps a record out of `accepted`
+    alive = [r for r in alive if all(g["rejected_by"] is None for g in r["g"] or [])]
     best: dict[str, dict] = {}
     for r in sorted(alive, key=lambda r: (-(r["v"] if r["v"] is not None else -9), r["id"])):
         best.setdefault(normalize(r["q"]), r)
@@ -410,7 +412,7 @@ def test_v_threshold_from_controls_decides_the_accepted_set(tmp_path):
           "is_valid": True, "is_verbatim": True, "verifier_method": "teacher_forced_pmi",
           "v_threshold_quantile": 0.75, "shortcut_verdict": "pass",
           "uniqueness_verdict": "pass", "answer": "Bonn"}  # fmt: skip
-    vs = {"a": 0.9, "b": 0.35, "c": 0.2, "d": 0.5, "e": 0.6, "f": 0.8}
+    vs = {"a": 0.9, "b": 0.35, "c": 0.2, "d": 0.5, "e": 0.6, "f": 0.8, "g": 0.7}
     records = [
         _row("curriculum", **ok, record_id=rid, source_passage_id=f"p{rid}",
              question=f"Which city is record {rid} about?", verifier_v=v)
@@ -419,6 +421,15 @@ def test_v_threshold_from_controls_decides_the_accepted_set(tmp_path):
     records[3]["shortcut_verdict"] = "undetermined"  # d: no gold-evidence answer was correct
     records[4]["uniqueness_verdict"] = "fail"  # e: ambiguous
     records[5]["question"] = records[0]["question"].upper()  # f: a duplicate of a, lower V
+    # g: a record of a run with a custom gate (gates.custom), which failed it; its verdicts
+    # list stands for the two built-in gates' columns too
+    records[6]["gate_verdicts"] = [
+        {"gate": "shortcut", "verdict": "not_applicable", "rejected_by": None, "detail": None},
+        {"gate": "uniqueness", "verdict": "pass", "rejected_by": None, "detail": None},
+        {"gate": "long_question", "verdict": "fail", "rejected_by": "long_question",
+         "detail": "14 words"},
+    ]  # fmt: skip
+    records[6]["shortcut_verdict"] = "not_applicable"
     # 8 control V under the run's method (4 shuffled, 4 off-topic) + another method's, ignored
     ctl = [0.1, -0.2, 0.3, 0.0, 0.25, 0.4, -0.1, 0.05]
     controls = [
@@ -445,12 +456,19 @@ def test_v_threshold_from_controls_decides_the_accepted_set(tmp_path):
             con.execute("SELECT record_id, rejected_by FROM curriculum_verdicts").fetchall()
         )
         assert expected_funnel(con, "thr")["accepted"] == 2
+        gates = con.execute(
+            "SELECT gate, position, judged, passed, failed, undetermined, rejected "
+            "FROM gate_funnel WHERE run_id = 'thr' ORDER BY position"
+        ).fetchall()
+    # every record that reached the gates (a, b, d, e, f, g), each gate in its place
+    assert gates == [("shortcut", 1, 5, 4, 0, 1, 1), ("uniqueness", 2, 6, 5, 1, 0, 1),
+                     ("long_question", 3, 1, 0, 1, 0, 1)]  # fmt: skip
     assert verdicts == {
         "a": None, "b": None, "c": "below_v_threshold", "d": "shortcut_undetermined",
-        "e": "ambiguous", "f": "duplicate_question",
+        "e": "ambiguous", "f": "duplicate_question", "g": "long_question",
     }  # fmt: skip
     rep = write_run_report(catalog, store.run_dir("thr"), "thr")
-    assert rep.funnel["above_v_threshold"] == 5 and rep.funnel["accepted"] == 2
+    assert rep.funnel["above_v_threshold"] == 6 and rep.funnel["accepted"] == 2
     assert "the 0.75 quantile of 8 control scores" in rep.markdown
     assert "it dropped 1 valid verbatim record(s)" in rep.markdown
     assert "Undetermined (no answer correct even with the gold evidence; not accepted): " \
@@ -466,6 +484,7 @@ def test_v_threshold_from_controls_decides_the_accepted_set(tmp_path):
         "d": "undetermined",
         "e": "ambiguous_answer",
         "f": "duplicate_question",
+        "g": "long_question",
     }  # fmt: skip  (every view rejection listed with its reason, whatever the model did)
     wide = export_curriculum(catalog, tmp_path / "exp2", formats=["jsonl"],
                              validation_fraction=0, include_undetermined=True)  # fmt: skip

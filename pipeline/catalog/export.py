@@ -311,7 +311,9 @@ def export_curriculum(
     duplicates += by_view.pop("duplicate_question", [])
     near_duplicates += by_view.pop("near_duplicate", [])
     below_threshold = by_view.pop("below_v_threshold", [])
-    assert not by_view, f"unmapped rejection reasons {sorted(by_view)}"
+    # the rest: custom generation gates (gates.custom), each under its own reason
+    custom = {reason: len(ds) for reason, ds in sorted(by_view.items())}
+    gated = [d for _, ds in sorted(by_view.items()) for d in ds]
     if not kept:
         raise ExportError(
             f"none of the {len(sel.rows)} records selected by {where!r} has a question "
@@ -342,7 +344,7 @@ def export_curriculum(
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
         dropped = unusable + below_threshold + contaminated + shortcuts + ambiguous
-        dropped += undetermined + duplicates + near_duplicates
+        dropped += undetermined + gated + duplicates + near_duplicates
         _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         for path in write_reward_files(tmp, out, fmts, reward):
@@ -357,6 +359,8 @@ def export_curriculum(
             "undetermined_dropped": len(undetermined),
             "duplicates_dropped": len(duplicates),
             "near_duplicates_dropped": len(near_duplicates),
+            # custom gates' drops by reason (only when a selected run had one)
+            **({"custom_gates_dropped": custom} if custom else {}),
             "exported": len(kept),
             **{s: len(records[s]) for s in SPLITS},
         }

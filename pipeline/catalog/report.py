@@ -177,6 +177,41 @@ def _gates_section(d: RunData) -> list[str]:
     return lines
 
 
+def _cost_lines(d: RunData) -> list[str]:
+    """What the run's generation spent, from the runner's account of its committed shards:
+    seconds and the engine's own token counts (— where the backend does not report them)."""
+    c = d.run_costs
+    if not c:
+        return []
+    per = c.get("accepted") or 0
+    lines = [
+        "## Cost",
+        "",
+        f"{c['shards']} committed shard(s): {_num(c['seconds'])} s of generation "
+        f"({_num(c['cpu_seconds'])} CPU s in this process), {_cell(c['llm_calls'])} LLM calls, "
+        f"{_cell(c['prompt_tokens_computed'])} prompt tokens computed and "
+        f"{_cell(c['prompt_tokens_cached'])} served from the prefix cache, "
+        f"{_cell(c['generated_tokens'])} generated.",
+        "",
+        f"Per accepted record ({per}): {_num(c['seconds_per_accepted'])} s, "
+        f"{_num(c['generated_tokens_per_accepted'])} generated tokens, "
+        f"{_num(c['prompt_tokens_per_accepted'])} prompt tokens.",
+        "",
+    ]
+    lines += _table(
+        ["step", "records in", "out", "wall s", "CPU s", "LLM calls", "prompt computed",
+         "prompt cached", "generated", "generated per accepted"],
+        [
+            (s["step"], s["items"], s["records_out"], s["seconds"], s["cpu_seconds"],
+             s["llm_calls"], s["prompt_tokens_computed"], s["prompt_tokens_cached"],
+             s["generated_tokens"],
+             s["generated_tokens"] / per if per and s["generated_tokens"] is not None else None)
+            for s in d.step_costs
+        ],
+    )  # fmt: skip
+    return lines
+
+
 def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
     run = d.run or {}
     img = PLOT_NAMES
@@ -303,6 +338,7 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
             f"- record `{ex['record_id']}`",
             "",
         ]
+    lines += _cost_lines(d)
     lines += ["## Files", ""]
     lines += [f"- [{name}]({name})" for name in PLOT_NAMES.values()]
     return "\n".join(lines) + "\n"

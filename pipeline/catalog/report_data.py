@@ -71,6 +71,8 @@ class RunData:
     control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     gates: dict[str, Any] = field(default_factory=dict)
     step_costs: list[dict[str, Any]] = field(default_factory=list)
+    # The run's generation cost in total and per accepted record (view run_costs).
+    run_costs: dict[str, Any] = field(default_factory=dict)
     # Grounded curriculum: the run's verifier bar (verifier_thresholds row) and the funnel's
     # side counts (undetermined gates, duplicates, template questions).
     threshold: dict[str, Any] = field(default_factory=dict)
@@ -242,7 +244,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         """,
         [run_id, n_examples],
     )
-    controls, control_values, gates, costs = [], {}, {}, []
+    controls, control_values, gates, costs, run_costs = [], {}, {}, [], {}
     if "verifier_controls" in views:
         controls = _dicts(
             con, "SELECT * FROM verifier_controls WHERE run_id = ? ORDER BY method", p
@@ -255,9 +257,10 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
             control_values.setdefault(method, {}).setdefault(control, []).append(float(v))
         gates = (_dicts(con, "SELECT * FROM shortcut_summary WHERE run_id = ?", p) or [{}])[0]
         costs = _dicts(
-            con, "SELECT step, seconds, items, share FROM step_costs WHERE run_id = ? "
-            "ORDER BY seconds DESC", p,
+            con, "SELECT * FROM step_costs WHERE run_id = ? ORDER BY seconds DESC", p
         )  # fmt: skip
+    if "run_costs" in views:
+        run_costs = (_dicts(con, "SELECT * FROM run_costs WHERE run_id = ?", p) or [{}])[0]
     evalact, arr = process_signals(con, run_id)
     return RunData(
         run_id=run_id,
@@ -287,6 +290,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         control_values=control_values,
         gates=gates,
         step_costs=costs,
+        run_costs=run_costs,
         evalact=evalact,
         arr=arr,
     )

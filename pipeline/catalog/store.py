@@ -42,6 +42,7 @@ SHARDED_TABLES = (
     "gate_rollouts",
     "control_scores",
     "shard_steps",
+    "record_costs",
     "arr_turns",
     "rejects",
 )

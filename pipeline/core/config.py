@@ -319,14 +319,16 @@ class GatesConfig(_Section):
     # within the shard), the answer string alone, and a passage of another cluster.
     controls: bool = True
     controls_share: float = Field(1.0, ge=0.0, le=1.0)
-    # Gold evidence: `gold_n` answers with the record's evidence as context (greedy for 1).
-    # None correct: the shortcut and uniqueness verdicts are `undetermined`, not a pass.
+    # `gold_n` answers with the gold evidence (greedy for 1); none correct: gates undetermined.
     gold_n: int = Field(1, ge=1)
     # A record is accepted when its V exceeds this quantile of the V its run's shuffled and
     # off-topic controls get (view verifier_thresholds); without controls the bar is V > 0.
-    # 0.8: with ~30 control scores a night, 0.9 is set by the three highest (a shuffled
-    # passage that happens to mention the answer), 0.8 still clears four in five.
+    # 0.8: of ~30 control scores a night, 0.9 is set by the three highest (a shuffled passage
+    # that happens to mention the answer), 0.8 still clears four in five.
     v_quantile: float = Field(0.8, ge=0.0, le=1.0)
+    # Gates of your own (a pipeline.generation.steps.Gate registered under the name), run after
+    # `uniqueness` in this order: name -> the settings its from_config reads.
+    custom: dict[str, dict[str, Any]] = {}
 
 
 class RewardConfig(_Section):

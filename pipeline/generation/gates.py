@@ -25,6 +25,7 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
+from pipeline.llm import usage
 from pipeline.llm.base import Generator, SamplingParams
 from pipeline.llm.chat import Render
 from pipeline.quality.gate_stats import (
@@ -34,7 +35,6 @@ from pipeline.quality.gate_stats import (
     in_sample,
     is_shortcut,
     is_unique,
-    verdict,
 )
 from pipeline.retrieval.base import RetrieverBackend
 
@@ -93,7 +93,8 @@ def gold_evidence_check(
         stop=ANSWER_STOP, seed=seed,
     )  # fmt: skip
     prompts = [render(answer_prompt(it.question, shots, context=it.evidence)) for it in items]
-    outs = gen.generate(prompts, params) if items else []
+    with usage.owned(prompts, [it.record_id for it in items]):
+        outs = gen.generate(prompts, params) if items else []
     results = []
     for it, forms, prompt, group in zip(items, aliases, prompts, outs, strict=True):
         res = GateResult()
@@ -121,18 +122,6 @@ def gold_evidence_check(
         res.columns["gold_correct"] = sum(r["correct"] for r in res.rollouts)
         results.append(res)
     return results
-
-
-def set_verdicts(
-    res: GateResult, shortcut_on: bool, uniqueness_on: bool, hop_count: int, solved: bool
-) -> None:
-    """The shortcut and uniqueness verdicts from the measured columns (see `verdict`)."""
-    c = res.columns
-    answerable = bool(c["gold_correct"])
-    c["shortcut_verdict"] = verdict(shortcut_on, solved and hop_count >= 2, answerable,
-                                    c["shortcut"])  # fmt: skip
-    ambiguous = None if c["unique_answer"] is None else not c["unique_answer"]
-    c["uniqueness_verdict"] = verdict(uniqueness_on, solved, answerable, ambiguous)
 
 
 def shortcut_check(
@@ -254,7 +243,7 @@ def verifier_controls(
     real run so a control differs from the real V only through the evidence.
 
     `teacher_forced_pmi` is derived from the teacher-forced control scores (each subject's
-    `verified` then holds "teacher_forced" too, as process_shard gives it). `pool` is every
+    `verified` then holds "teacher_forced" too, as the Controls step gives it). `pool` is every
     verified record of the shard: the shuffled evidence follows a derangement
     of it, so with two or more verified records every subject gets another record's evidence.
     `off_topic(record_id, cluster_id)` returns (text, passage id, cluster) of a passage of
