@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 import yaml
@@ -22,7 +22,12 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.core.profile_yaml import ConfigError, read_profile_text, safe_load_bounded
+from pipeline.core.profile_yaml import (
+    ConfigError,
+    apply_overrides,
+    read_profile_text,
+    safe_load_bounded,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
@@ -542,29 +547,6 @@ class PipelineConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-
-
-def _parse_scalar(text: str) -> Any:
-    # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
-    return safe_load_bounded(text, f"override value {text[:40]!r}") if text != "" else ""
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `section.key=value` overrides (CLI `--set`) to a raw profile dict."""
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form section.key=value")
-        dotted, raw = item.split("=", 1)
-        keys = [k for k in dotted.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"override {item!r} names no key")
-        node = data
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {k!r} is not a section")
-        node[keys[-1]] = _parse_scalar(raw)
-    return data
 
 
 def load_config(
