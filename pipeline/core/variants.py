@@ -35,9 +35,18 @@ VERIFIER_METHODS: dict[str, str | None] = {
     "both": None,
 }
 
+# `curriculum export --format`: an ExportFormat (pipeline/catalog/export_formats.py) that
+# writes <export>/<name>/. In this order their files are written and listed in the manifest.
+EXPORT_FORMATS: dict[str, str | None] = {
+    "verl": "pipeline.catalog.export_formats:VERL",  # verl / Search-R1 Parquet
+    "hf": "pipeline.catalog.export_formats:HF",  # a datasets.DatasetDict on disk
+    "jsonl": "pipeline.catalog.export_formats:JSONL",  # trainer-neutral rows, one per line
+}
+
 REGISTRIES: dict[str, dict[str, str | None]] = {
     "llm backend": LLM_BACKENDS,
     "verifier method": VERIFIER_METHODS,
+    "export format": EXPORT_FORMATS,
 }
 
 # The config's types: a value outside the registry fails validation, naming the choices.
