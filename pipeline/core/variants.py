@@ -35,8 +35,9 @@ VERIFIER_METHODS: dict[str, str | None] = {
     "both": None,
 }
 
-# `curriculum export --format`: an ExportFormat (pipeline/catalog/export_formats.py) that
-# writes <export>/<name>/. In this order their files are written and listed in the manifest.
+# `curriculum export --format` (names in lower case: the option is read case-blind): an
+# ExportFormat (pipeline/catalog/export_formats.py) that writes <export>/<name>/. In this order
+# the chosen formats' files are written and listed in the manifest.
 EXPORT_FORMATS: dict[str, str | None] = {
     "verl": "pipeline.catalog.export_formats:VERL",  # verl / Search-R1 Parquet
     "hf": "pipeline.catalog.export_formats:HF",  # a datasets.DatasetDict on disk
