@@ -14,13 +14,11 @@ from typing import Annotated
 import typer
 
 from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, identifier_or_fail
+from pipeline.core import variants
 from pipeline.core.display import display_text
 
-
-class ExportFormat(StrEnum):
-    verl = "verl"
-    hf = "hf"
-    jsonl = "jsonl"
+# The --format choices: the registry's names (pipeline/core/variants.py), in its order.
+ExportFormat = StrEnum("ExportFormat", {n: n for n in variants.names("export format")})
 
 
 class SplitBy(StrEnum):
@@ -45,7 +43,11 @@ def export_command(
     ] = None,
     formats: Annotated[
         list[ExportFormat] | None,
-        typer.Option("--format", "-f", help="verl | hf | jsonl (repeatable; default verl)."),
+        typer.Option(
+            "--format",
+            "-f",
+            help=f"{' | '.join(ExportFormat)} (repeatable; default verl).",
+        ),
     ] = None,
     validation_fraction: Annotated[
         float,

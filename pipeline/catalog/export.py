@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipeline.catalog.export_formats import (
+    DEFAULT_ABILITY,
+    records_table,
+    verl_table,
+    write_jsonl,
+)
 from pipeline.catalog.export_reward import (
     RewardConfigError,
     reward_manifest,
@@ -53,20 +57,17 @@ from pipeline.catalog.export_splits import (
     drop_unusable,
     shared_passages,
 )
+from pipeline.core import variants
 from pipeline.core.config import SQLConfig
 from pipeline.core.io import atomic_dir, sha256_file
 from schemas.exports import (
     EXPORT_VERSION,
-    EXTRA_INFO,
     RECORD_SCHEMA,
     VERL_SCHEMA,
 )
 from schemas.tables import SCHEMA_VERSION
 
-# Version of the export layout and columns below (not of the curriculum table contract).
-FORMATS = ("verl", "hf", "jsonl")
 DEFAULT_DATA_SOURCE = "evidence_curriculum"
-DEFAULT_ABILITY = "fact-reasoning"
 MANIFEST = "manifest.json"
 
 # The Search-R1 agent protocol, the one place its text lives: the trainer's rollout engine
@@ -129,32 +130,6 @@ def record_rows(
     ]
 
 
-def records_table(records: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(records, schema=RECORD_SCHEMA)
-
-
-def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) -> pa.Table:
-    """verl / Search-R1 rows: reward_model.ground_truth.target is the list the EM reward reads."""
-    out = [
-        {
-            "data_source": r["data_source"],
-            "prompt": r["prompt"],
-            "ability": ability,
-            "reward_model": {
-                "style": "rule",
-                "ground_truth": {
-                    "target": r["golden_answers"],
-                    "evidence": r["evidence"],
-                    "waypoints": r["waypoints"],
-                },
-            },
-            "extra_info": {k: r[k] for k in EXTRA_INFO},
-        }
-        for r in records
-    ]
-    return pa.Table.from_pylist(out, schema=VERL_SCHEMA)
-
-
 # ---- catalog ---------------------------------------------------------------------------
 
 
@@ -167,29 +142,6 @@ class ExportResult:
     manifest: dict[str, Any]
     counts: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("wb") as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row) + b"\n")
-
-
-def _write_hf(root: Path, tables: dict[str, pa.Table]) -> None:
-    import datasets
-
-    dd = datasets.DatasetDict(
-        {s: datasets.Dataset(t, split=datasets.NamedSplit(s)) for s, t in tables.items()}
-    )
-    # datasets writes no shard for an empty split, and then cannot load it back: ask for one.
-    shards = {s: 1 for s, t in tables.items() if t.num_rows == 0}
-    bars = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        dd.save_to_disk(str(root), num_shards=shards or None)
-    finally:
-        if bars:
-            datasets.enable_progress_bars()
 
 
 def _git_commit() -> str | None:
@@ -222,18 +174,19 @@ def _check_target(out: Path, overwrite: bool) -> None:
 
 
 def _parse_formats(formats: Iterable[str]) -> list[str]:
+    known = variants.names("export format")
     out: list[str] = []
     for f in formats:
         for part in str(f).split(","):
             name = part.strip().lower()
             if not name:
                 continue
-            if name not in FORMATS:
-                raise ExportError(f"unknown format {name!r}", f"choose from {', '.join(FORMATS)}")
+            if name not in known:
+                raise ExportError(f"unknown format {name!r}", f"choose from {', '.join(known)}")
             if name not in out:
                 out.append(name)
     if not out:
-        raise ExportError("no export format given", f"choose from {', '.join(FORMATS)}")
+        raise ExportError("no export format given", f"choose from {', '.join(known)}")
     return out
 
 
@@ -345,7 +298,7 @@ def export_curriculum(
         files = _write_formats(tmp, fmts, records, ability)
         dropped = unusable + below_threshold + contaminated + shortcuts + ambiguous
         dropped += undetermined + gated + duplicates + near_duplicates
-        _write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
+        write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         for path in write_reward_files(tmp, out, fmts, reward):
             files.append(_file_entry(tmp, path, None, None, None))
@@ -454,27 +407,12 @@ def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:
 def _write_formats(
     tmp: Path, fmts: list[str], records: dict[str, list[dict[str, Any]]], ability: str
 ) -> list[dict[str, Any]]:
+    """Each chosen format's folder, in registry order (pipeline/core/variants.py)."""
     files: list[dict[str, Any]] = []
-    if "verl" in fmts:
-        (tmp / "verl").mkdir()
-        for s in SPLITS:
-            path = tmp / "verl" / f"{s}.parquet"
-            pq.write_table(verl_table(records[s], ability), path, compression="zstd")
-            files.append(_file_entry(tmp, path, "verl", s, len(records[s])))
-    if "hf" in fmts:
-        _write_hf(tmp / "hf", {s: records_table(records[s]) for s in SPLITS})
-        for path in sorted((tmp / "hf").rglob("*")):
-            if path.is_file():
-                rel = path.relative_to(tmp / "hf").parts
-                s = rel[0] if len(rel) > 1 else None
-                rows = len(records[s]) if s and path.suffix == ".arrow" else None
-                files.append(_file_entry(tmp, path, "hf", s, rows))
-    if "jsonl" in fmts:
-        (tmp / "jsonl").mkdir()
-        for s in SPLITS:
-            path = tmp / "jsonl" / f"{s}.jsonl"
-            _write_jsonl(path, records[s])
-            files.append(_file_entry(tmp, path, "jsonl", s, len(records[s])))
+    for name in variants.names("export format"):
+        if name in fmts:
+            written = variants.load("export format", name).write(tmp / name, records, ability)
+            files += [_file_entry(tmp, path, name, s, rows) for path, s, rows in written]
     return files
 
 
@@ -524,7 +462,6 @@ def verify_export(out: str | Path) -> list[str]:
 __all__ = [
     "DEFAULT_WHERE",
     "EXPORT_VERSION",
-    "FORMATS",
     "RECORD_SCHEMA",
     "SEARCH_R1_TEMPLATE",
     "SPLITS",

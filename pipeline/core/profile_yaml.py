@@ -105,4 +105,27 @@ def read_profile_text(path: Path) -> str:
     return text
 
 
-__all__ = ["ConfigError", "read_profile_text", "safe_load_bounded"]
+def _parse_scalar(text: str) -> Any:
+    # YAML scalar rules: "3" -> 3, "true" -> True, "[a, b]" -> list, "x" -> "x".
+    return safe_load_bounded(text, f"override value {text[:40]!r}") if text != "" else ""
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` overrides (CLI `--set`) to a raw profile dict."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        dotted, raw = item.split("=", 1)
+        keys = [k for k in dotted.strip().split(".") if k]
+        if not keys:
+            raise ConfigError(f"override {item!r} names no key")
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {k!r} is not a section")
+        node[keys[-1]] = _parse_scalar(raw)
+    return data
+
+
+__all__ = ["ConfigError", "apply_overrides", "read_profile_text", "safe_load_bounded"]

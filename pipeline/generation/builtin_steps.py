@@ -23,6 +23,7 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
+from pipeline.core.variants import load
 from pipeline.generation.gates import (
     SHORTCUT_COLUMNS,
     GateResult,
@@ -37,7 +38,7 @@ from pipeline.generation.steps import Gate, ShardState, Step, Verdict, register
 from pipeline.quality.gate_stats import verdict
 
 if TYPE_CHECKING:
-    from pipeline.core.config import PipelineConfig
+    from pipeline.core.config import PipelineConfig, VerifierConfig
     from pipeline.generation.shards import GenerationContext
 
 # Seed offsets from the shard's seed: a control shares the verifier's (it differs only in
@@ -179,13 +180,21 @@ def _teacher_forced(
 
 
 ESTIMATORS: dict[str, Estimator] = {"mc": _mc, "teacher_forced": _teacher_forced}
-# verifier.method -> (the estimators it runs, the method whose V the record keeps)
-METHODS: dict[str, tuple[tuple[str, ...], str]] = {
-    "mc": (("mc",), "mc"),
-    "teacher_forced": (("teacher_forced",), "teacher_forced"),
-    "teacher_forced_pmi": (("teacher_forced",), "teacher_forced_pmi"),
-    "both": (("mc", "teacher_forced"), "mc"),  # the teacher-forced samples are kept too
-}
+
+
+@dataclass(frozen=True)
+class VerifierMethod:
+    """A `verifier.method` (registered in pipeline/core/variants.py): the estimators it runs
+    and the method whose V the record keeps (the others' samples are stored beside it)."""
+
+    estimators: tuple[str, ...]
+    primary: str
+
+
+MC = VerifierMethod(("mc",), "mc")
+TEACHER_FORCED = VerifierMethod(("teacher_forced",), "teacher_forced")
+TEACHER_FORCED_PMI = VerifierMethod(("teacher_forced",), "teacher_forced_pmi")
+BOTH = VerifierMethod(("mc", "teacher_forced"), "mc")
 
 
 @register
@@ -193,7 +202,8 @@ METHODS: dict[str, tuple[tuple[str, ...], str]] = {
 class Verify(Step):
     """V of every solved question whose evidence is verbatim, by the run's verifier method."""
 
-    cfg: object  # VerifierConfig
+    cfg: VerifierConfig
+    method: VerifierMethod
     answer_max_tokens: int
     name = "verify"
     reads = ("proposed", "solved")
@@ -201,9 +211,8 @@ class Verify(Step):
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Verify:
-        if cfg.verifier.method not in METHODS:
-            raise ValueError(f"verifier.method {cfg.verifier.method!r}: one of {list(METHODS)}")
-        return cls(cfg.verifier, cfg.generation.answer_max_tokens)
+        method = load("verifier method", cfg.verifier.method)
+        return cls(cfg.verifier, method, cfg.generation.answer_max_tokens)
 
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         st.ver_idx = [i for i in st.solved if st.proposed[i].proposal.evidence_status == "verbatim"]
@@ -212,7 +221,7 @@ class Verify(Step):
                         for i, p in zip(st.ver_idx, ps, strict=True)]  # fmt: skip
         if not st.ver_items:
             return 0, 0
-        estimators, primary = METHODS[self.cfg.method]  # type: ignore[attr-defined]
+        estimators, primary = self.method.estimators, self.method.primary
         for name in estimators:
             results = ESTIMATORS[name](self, ctx, st)
             st.by_method.update(results)
@@ -347,7 +356,7 @@ class Controls(Step):
         if not st.ver_items:
             return 0, 0
         # the record's own method first: it fills the curriculum's v_* columns
-        primary = METHODS[ctx.cfg.verifier.method][1]
+        primary = load("verifier method", ctx.cfg.verifier.method).primary
         order = (primary, "mc", "teacher_forced", "teacher_forced_pmi")
         methods = tuple(dict.fromkeys(m for m in order if m in st.by_method))
         subjects = control_subjects(

@@ -5,29 +5,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pipeline.core.variants import load
 from pipeline.llm.base import Generator, SamplingParams, cut_at_stop
 
 log = logging.getLogger(__name__)
 
 
 def make_backend(llm, seed: int = 0) -> Generator:
-    """Build the configured backend, uncached (imports heavy dependencies lazily).
+    """Build the configured backend, uncached: the class registered for `llm.backend` in
+    pipeline/core/variants.py, imported now (heavy dependencies load only for the one chosen).
 
     `seed` seeds vLLM's engine; per-request seeds come from SamplingParams.seed.
     """
-    if llm.backend == "transformers":
-        from pipeline.llm.transformers_backend import TransformersGenerator
-
-        return TransformersGenerator.from_config(llm)
-    if llm.backend == "http":
-        from pipeline.llm.http_backend import HTTPGenerator
-
-        return HTTPGenerator.from_config(llm)
-    if llm.backend == "vllm":
-        from pipeline.llm.vllm_backend import VLLMGenerator
-
-        return VLLMGenerator.from_config(llm, seed=seed)
-    raise ValueError(f"unknown LLM backend {llm.backend!r} (transformers, vllm or http)")
+    return load("llm backend", llm.backend).from_config(llm, seed=seed)
 
 
 def make_generator(llm, cache_path: str | Path | None = None, seed: int = 0) -> Generator:

@@ -143,7 +143,9 @@ class HTTPGenerator:
         )
 
     @classmethod
-    def from_config(cls, llm) -> HTTPGenerator:
+    def from_config(cls, llm, seed: int = 0) -> HTTPGenerator:
+        """`seed` is the backends' common signature (pipeline/core/variants.py); requests are
+        seeded one by one (SamplingParams.seed)."""
         api_key = None
         if llm.api_key_env:
             api_key = os.environ.get(llm.api_key_env)

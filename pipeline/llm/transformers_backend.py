@@ -112,7 +112,9 @@ class TransformersGenerator:
                 module.register_forward_pre_hook(_cancel_point)
 
     @classmethod
-    def from_config(cls, llm) -> TransformersGenerator:
+    def from_config(cls, llm, seed: int = 0) -> TransformersGenerator:
+        """`seed` is the backends' common signature (pipeline/core/variants.py); this one is
+        seeded per request only (SamplingParams.seed)."""
         return cls(
             llm.model,
             llm.device,
