@@ -29,7 +29,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import psutil
 from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
 from pipeline.executors import LocalExecutor
 from pipeline.executors.ray_executor import RayExecutor
@@ -37,6 +36,7 @@ from pipeline.generation.run import GenerationStep, ShardDone, run_generation
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import Plan
+from pipeline.store.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "executor"

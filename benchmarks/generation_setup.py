@@ -7,13 +7,13 @@ import datetime as dt
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import FewShot, load_few_shot
-from pipeline.catalog.store import Store
 from pipeline.generation.shards import GenerationContext
 from pipeline.llm import make_generator
 from pipeline.retrieval.embedding import Embedder
 from pipeline.retrieval.faiss_index import Retriever
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import PlanItem
+from pipeline.store.store import Store
 
 TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
 

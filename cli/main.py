@@ -98,10 +98,10 @@ def nightly_command(
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
-    from pipeline.catalog.runs import choose_run
-    from pipeline.catalog.store import Store, check_catalog_file
     from pipeline.core.model_refs import check_model_refs
     from pipeline.core.run_control import RunInProgressError, store_run_lock
+    from pipeline.store.runs import choose_run
+    from pipeline.store.store import Store, check_catalog_file
 
     try:
         check_model_refs(cfg)  # in seconds, not after the index is built
@@ -178,8 +178,8 @@ def sql(
     from pipeline.catalog.bounded_sql import SQLLimitError
     from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
     from pipeline.catalog.sql_worker import BoundedSQL
-    from pipeline.catalog.store import StoreError
     from pipeline.core.errors import first_line
+    from pipeline.store.store import StoreError
 
     cfg = config_or_fail(profile, overrides)
     limits = sql_limits(cfg, limit)

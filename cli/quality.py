@@ -31,7 +31,7 @@ _HINT = "run `curriculum nightly` (same --profile/--set) first, then rerun this 
 
 
 def _setup(profile: str, overrides: list[str] | None, no_embedding: bool):
-    from pipeline.catalog.store import Store
+    from pipeline.store.store import Store
 
     cfg = config_or_fail(profile, overrides)
     if no_embedding:

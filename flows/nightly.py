@@ -13,8 +13,6 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.report import report_task
 from flows.retry import RETRY
-from pipeline.catalog.runs import choose_run
-from pipeline.catalog.store import Store, check_catalog_file
 from pipeline.core.config import load_config
 from pipeline.core.identifiers import check_identifier
 from pipeline.core.run_control import StopRequest, store_run_lock
@@ -32,6 +30,8 @@ from pipeline.stages import (
     land_stage,
     quality_stage,
 )
+from pipeline.store.runs import choose_run
+from pipeline.store.store import Store, check_catalog_file
 
 
 @task(name="index", **RETRY)

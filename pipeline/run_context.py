@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.catalog.store import Store
 from pipeline.core.config import PipelineConfig
 from pipeline.executors.base import Executor, LocalExecutor
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
+from pipeline.store.store import Store
 
 
 @dataclass(frozen=True)

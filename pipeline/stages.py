@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from pipeline.catalog.runs import finish_run, start_run
-from pipeline.catalog.store import connect_readonly
 from pipeline.core.io import utcnow
 from pipeline.generation.run import GenerationReport, GenerationStep, run_generation
 from pipeline.kg import extract as kg
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
+from pipeline.store.runs import finish_run, start_run
+from pipeline.store.store import connect_readonly
 
 log = logging.getLogger(__name__)
 

@@ -275,8 +275,8 @@ LANDED_SETTINGS = [
 def recording_run_io():
     """Record, while a run executes in this process, every file hashed through
     `pipeline.core.io.sha256_file` (wherever a module imported it) and every `Store` built."""
-    from pipeline.catalog.store import Store
     from pipeline.core import io as core_io
+    from pipeline.store.store import Store
 
     rec = SimpleNamespace(hashed=[], stores=0)
     original, init = core_io.sha256_file, Store.__init__

@@ -95,10 +95,10 @@ def test_query_model_mismatch_is_refused(embedder, sample_index):
 
 
 def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp_cfg):
-    from pipeline.catalog.runs import generation_shards_done
-    from pipeline.catalog.store import Store
     from pipeline.run_context import RunContext
     from pipeline.stages import index_stage
+    from pipeline.store.runs import generation_shards_done
+    from pipeline.store.store import Store
     from tests.conftest import SAMPLE_CORPUS
 
     lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:40]

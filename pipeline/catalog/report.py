@@ -38,8 +38,8 @@ from pipeline.catalog.report_data import (
     task_keys,
 )
 from pipeline.catalog.report_plots import PLOT_NAMES, render_plots
-from pipeline.catalog.store import connect_readonly
 from pipeline.core.io import atomic_write_bytes
+from pipeline.store.store import connect_readonly
 
 REPORT_DIRNAME = "report"
 MARKDOWN_NAME = "report.md"

@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from pipeline.catalog.store import StoreError
+from pipeline.store.store import StoreError
 
 FUNNEL_STAGES = (
     "generated",

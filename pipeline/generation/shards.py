@@ -28,7 +28,6 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.catalog.store import Store
 from pipeline.core.io import utcnow
 from pipeline.generation.gates import (
     SHORTCUT_COLUMNS,
@@ -46,6 +45,7 @@ from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
 from pipeline.selector.run_plan import PlanItem, load_plan
+from pipeline.store.store import Store
 
 log = logging.getLogger(__name__)
 

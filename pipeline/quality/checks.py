@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.catalog.store import Store, StoreError, connect_readonly
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow, write_parquet_atomic
@@ -30,6 +29,7 @@ from pipeline.quality.near_duplicates import (
     minhash_edges,
     semantic_edges,
 )
+from pipeline.store.store import Store, StoreError, connect_readonly
 from schemas.tables import schema_for
 
 Encode = Callable[[list[str]], np.ndarray]

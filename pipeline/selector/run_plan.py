@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.catalog.store import Store
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import write_parquet_atomic
 from pipeline.selector import (
@@ -25,6 +24,7 @@ from pipeline.selector import (
     saved_iterations,
 )
 from pipeline.selector.state import latest_iteration
+from pipeline.store.store import Store
 from schemas.tables import RUN_PLAN
 
 log = logging.getLogger(__name__)

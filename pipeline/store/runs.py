@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pipeline.catalog.store import Store
 from pipeline.core.identifiers import check_identifier
 from pipeline.core.io import atomic_write_bytes, utcnow
+from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
 
