@@ -100,7 +100,7 @@ def nightly_command(
     cfg = config_or_fail(profile, overrides)
     from pipeline.core.model_refs import check_model_refs
     from pipeline.core.run_control import RunInProgressError, store_run_lock
-    from pipeline.store.runs import choose_run
+    from pipeline.run_context import choose_run
     from pipeline.store.store import Store, check_catalog_file
 
     try:

@@ -20,7 +20,7 @@ from pipeline.executors import open_executor
 from pipeline.generation.run import GenerationReport
 from pipeline.kg.extract import ExtractResult
 from pipeline.retrieval.index_build import IndexArtifacts
-from pipeline.run_context import RunContext
+from pipeline.run_context import RunContext, choose_run
 from pipeline.stages import (
     RunSummary,
     feedback_stage,
@@ -30,7 +30,6 @@ from pipeline.stages import (
     land_stage,
     quality_stage,
 )
-from pipeline.store.runs import choose_run
 from pipeline.store.store import Store, check_catalog_file
 
 

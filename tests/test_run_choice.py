@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pipeline.core.io import utcnow
 from pipeline.core.run_control import store_run_lock
-from pipeline.store.runs import choose_run, default_run_id
+from pipeline.run_context import choose_run
+from pipeline.store.runs import default_run_id
 from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
