@@ -64,7 +64,8 @@ def decontaminate_command(
     overrides: SetOpt = None,
 ) -> None:
     """Check every landed record against benchmark files; flagged records leave exports."""
-    from pipeline.quality.checks import decontaminate_catalog, refresh_catalog
+    from pipeline.quality.checks import decontaminate_catalog
+    from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)
     paths = list(benchmark or []) or [cfg.resolve_path(p) for p in cfg.quality.benchmarks]
@@ -108,7 +109,8 @@ def near_duplicates_command(
     overrides: SetOpt = None,
 ) -> None:
     """Cluster near-duplicate questions of the whole catalog (MinHash LSH + embedding)."""
-    from pipeline.quality.checks import cluster_catalog, refresh_catalog
+    from pipeline.quality.checks import cluster_catalog
+    from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)
     with stage_errors(_HINT):

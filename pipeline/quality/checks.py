@@ -178,20 +178,6 @@ def cluster_catalog(
     )
 
 
-def refresh_catalog(cfg: PipelineConfig, store: Store) -> Path:
-    """Rebuild the catalog the way landing does (passages, selector, KG files and the quality
-    tables), so the views see the new tables at once."""
-    from pipeline.retrieval.index_build import find_index
-    from pipeline.run_context import RunContext
-    from pipeline.stages import find_kg, land_stage
-
-    run_id = store.latest_run_id()
-    if run_id is None:
-        raise BadInputError(f"no runs under {store.root}", "run `curriculum nightly` first")
-    ctx = RunContext.open(cfg, run_id, store)
-    return land_stage(ctx, find_index(cfg, ctx.corpus), find_kg(ctx)).catalog
-
-
 __all__ = [
     "BenchmarkResult",
     "ClusterResult",
@@ -200,5 +186,4 @@ __all__ = [
     "cluster_catalog",
     "decontaminate_catalog",
     "embedder_encode",
-    "refresh_catalog",
 ]
