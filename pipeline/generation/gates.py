@@ -25,9 +25,7 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.llm.base import Generator, SamplingParams
-from pipeline.llm.chat import Render
-from pipeline.quality.gate_stats import (
+from pipeline.generation.gate_stats import (
     accuracy,
     answer_candidates,
     derangement,
@@ -36,6 +34,8 @@ from pipeline.quality.gate_stats import (
     is_unique,
     verdict,
 )
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render
 from pipeline.retrieval.base import RetrieverBackend
 
 CHECKS = ("closed_book", "one_search")
