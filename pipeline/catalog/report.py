@@ -177,9 +177,9 @@ def _gates_section(d: RunData) -> list[str]:
     return lines
 
 
-def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
+def _run_lines(d: RunData) -> list[str]:
+    """The report's title and its table of what the run was."""
     run = d.run or {}
-    img = PLOT_NAMES
     started, finished = run.get("started_at"), run.get("finished_at")
     duration = ""
     if started and finished:
@@ -215,6 +215,31 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
             ("schema version", run.get("schema_version")),
         ],
     )
+    return lines
+
+
+def _example_lines(d: RunData) -> list[str]:
+    """The top valid records by V, each with its question, answer and evidence."""
+    lines = [f"## Example valid records (top {len(d.examples)} by V)", ""]
+    if not d.examples:
+        lines += ["_none: no valid record with verbatim evidence in this run_", ""]
+    for i, ex in enumerate(d.examples, 1):
+        lines += [
+            f"### {i}. V {_signed(ex['verifier_v'])}, R_pro {_num(ex['proposer_reward'])} — "
+            f"{ex['hop_count']}-hop {_cell(ex['task_type'])}, source “{_cell(ex['source_title'])}”",
+            "",
+            f"- **Question:** {_cell(ex['question'], 500)}",
+            f"- **Answer:** {_cell(ex['answer'], 200)}",
+            f"- **Evidence:** {_cell(ex['evidence'], 800)}",
+            f"- record `{ex['record_id']}`",
+            "",
+        ]
+    return lines
+
+
+def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
+    img = PLOT_NAMES
+    lines = _run_lines(d)
     gen = d.funnel["generated"]
     lines += ["## Validity funnel", ""]
     lines += _table(
@@ -287,22 +312,8 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
         f"## Rejects: {sum(n for _, _, n in d.rejects)}",
         "",
         *_table(["stage", "reason", "rows"], d.rejects),
-        f"## Example valid records (top {len(d.examples)} by V)",
-        "",
+        *_example_lines(d),
     ]
-    if not d.examples:
-        lines += ["_none: no valid record with verbatim evidence in this run_", ""]
-    for i, ex in enumerate(d.examples, 1):
-        lines += [
-            f"### {i}. V {_signed(ex['verifier_v'])}, R_pro {_num(ex['proposer_reward'])} — "
-            f"{ex['hop_count']}-hop {_cell(ex['task_type'])}, source “{_cell(ex['source_title'])}”",
-            "",
-            f"- **Question:** {_cell(ex['question'], 500)}",
-            f"- **Answer:** {_cell(ex['answer'], 200)}",
-            f"- **Evidence:** {_cell(ex['evidence'], 800)}",
-            f"- record `{ex['record_id']}`",
-            "",
-        ]
     lines += ["## Files", ""]
     lines += [f"- [{name}]({name})" for name in PLOT_NAMES.values()]
     return "\n".join(lines) + "\n"
