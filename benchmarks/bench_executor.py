@@ -33,6 +33,7 @@ from pipeline.core.config import load_config
 from pipeline.executors import LocalExecutor
 from pipeline.executors.ray_executor import RayExecutor
 from pipeline.generation.run import GenerationStep, ShardDone, run_generation
+from pipeline.retrieval.corpus import locate_corpus
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import Plan
@@ -135,7 +136,7 @@ def overhead(args) -> None:
             f"verifier.m={args.m}",
         ],
     )
-    art = ensure_index(cfg, progress=False)
+    art = ensure_index(cfg, progress=False, corpus=locate_corpus(cfg))
     plan = plan_for(cfg, art.dir, args.shards * args.shard_size)
     t = time.perf_counter()
     ray_exec = RayExecutor(cfg.executor)

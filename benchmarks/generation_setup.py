@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pipeline.agents.prompts import FewShot, load_few_shot
 from pipeline.generation.shards import GenerationContext
 from pipeline.llm import make_generator
+from pipeline.retrieval.corpus import locate_corpus
 from pipeline.retrieval.embedding import Embedder
 from pipeline.retrieval.faiss_index import Retriever
 from pipeline.retrieval.index_build import ensure_index
@@ -35,7 +36,7 @@ class Engine:
 
 def load_engine(cfg) -> Engine:
     embedder = Embedder.from_config(cfg)
-    art = ensure_index(cfg, embedder, progress=False)
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
     shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
     return Engine(embedder, make_generator(cfg.llm), retriever, shots)

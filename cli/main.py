@@ -206,12 +206,13 @@ def sql(
 
 
 def _retriever(cfg):
+    from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.embedding import Embedder
     from pipeline.retrieval.faiss_index import IndexMismatchError, Retriever
     from pipeline.retrieval.index_build import IndexNotBuiltError, find_index
 
     try:
-        art = find_index(cfg)
+        art = find_index(cfg, locate_corpus(cfg))
         return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
     except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError, BadInputError) as exc:
         fail(str(exc), "run `curriculum index build` with the same profile and --set flags")

@@ -46,8 +46,8 @@ def index_task(ctx: RunContext) -> IndexArtifacts:
 
 
 @task(name="kg", **RETRY)
-def kg_task(ctx: RunContext) -> ExtractResult | None:
-    res = kg_stage(ctx)
+def kg_task(ctx: RunContext, index: IndexArtifacts) -> ExtractResult | None:
+    res = kg_stage(ctx, index)
     if res is not None:
         get_run_logger().info(
             "kg: %d subgraphs (%s) at %s",
@@ -135,7 +135,7 @@ def nightly(
             ctx.run_id, cfg.profile, cfg.config_hash(), executor.kind,
         )  # fmt: skip
         index = index_task(ctx)
-        subgraphs = kg_task(ctx)
+        subgraphs = kg_task(ctx, index)
         generate_task(ctx, index, subgraphs, stop)
         feedback_task(ctx, index)
         summary = land_task(ctx, index, subgraphs)

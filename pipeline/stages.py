@@ -39,11 +39,12 @@ def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     return art
 
 
-def kg_stage(ctx: RunContext) -> kg.ExtractResult | None:
-    """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled."""
+def kg_stage(ctx: RunContext, index: IndexArtifacts) -> kg.ExtractResult | None:
+    """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled; the
+    corpus's passages are the index's passages table (not parsed again)."""
     if not ctx.cfg.kg.nightly:
         return None
-    return kg.extract(ctx.cfg, ctx.corpus)
+    return kg.extract(ctx.cfg, ctx.corpus, passages=index.passages_path)
 
 
 def generate_stage(

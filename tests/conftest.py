@@ -181,10 +181,12 @@ def sample_index(tmp_path_factory, embedder):
     reads it. `out` is its store: a server started with `store.out_dir=<out>` finds it there
     (the retrieval limits a server is started with are not part of the index's identity)."""
     from pipeline.core.config import load_config
+    from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.index_build import ensure_index
 
     out = tmp_path_factory.mktemp("sample-index") / "out"
-    art = ensure_index(load_config(None, [f"store.out_dir={out}"]), embedder, progress=False)
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     return SimpleNamespace(out=out, dir=art.dir, passages=art.passages, reused=art.reused)
 
 
