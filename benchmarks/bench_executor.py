@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import psutil
 from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.core.config import load_config
+from pipeline.core.config import PipelineConfig, load_config
 from pipeline.executors import LocalExecutor
 from pipeline.executors.ray_executor import RayExecutor
 from pipeline.generation.run import GenerationStep, ShardDone, run_generation
@@ -96,7 +96,7 @@ def daemons_cpu() -> dict[int, float]:
     return out
 
 
-def plan_for(cfg, index_dir: Path, n: int) -> Plan:
+def plan_for(cfg: PipelineConfig, index_dir: Path, n: int) -> Plan:
     from pipeline.retrieval.faiss_index import PassageTable
 
     table = PassageTable(index_dir / "passages.parquet")

@@ -7,6 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import FewShot, load_few_shot
+from pipeline.core.config import PipelineConfig
 from pipeline.generation.shards import GenerationContext
 from pipeline.llm import make_generator
 from pipeline.retrieval.corpus import locate_corpus
@@ -26,7 +27,7 @@ class Engine:
     retriever: Retriever
     shots: list[FewShot]
 
-    def context(self, cfg) -> GenerationContext:
+    def context(self, cfg: PipelineConfig) -> GenerationContext:
         """A generation context for `cfg` (same model, index and few-shot examples)."""
         return GenerationContext(
             cfg, Store.from_config(cfg), self.generator, self.retriever, "bench",
@@ -34,7 +35,7 @@ class Engine:
         )  # fmt: skip
 
 
-def load_engine(cfg) -> Engine:
+def load_engine(cfg: PipelineConfig) -> Engine:
     embedder = Embedder.from_config(cfg)
     art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)

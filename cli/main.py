@@ -27,7 +27,7 @@ from cli.kg import kg_app
 from cli.quality import quality_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
-from pipeline.core.config import ConfigError, load_config
+from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.display import display_text
 from pipeline.core.errors import BadInputError
 from pipeline.executors.base import ExecutorError, check_address
@@ -205,7 +205,7 @@ def sql(
     print_tables(tables, fmt)
 
 
-def _retriever(cfg):
+def _retriever(cfg: PipelineConfig):
     from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.embedding import Embedder
     from pipeline.retrieval.faiss_index import IndexMismatchError, Retriever

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+from pipeline.core.config import PipelineConfig
 from pipeline.core.display import display_text
 
 quality_app = typer.Typer(
@@ -41,7 +42,7 @@ def _setup(profile: str, overrides: list[str] | None, no_embedding: bool):
     return cfg, Store.from_config(cfg)
 
 
-def _encoder(cfg):
+def _encoder(cfg: PipelineConfig):
     from pipeline.quality.checks import embedder_encode
 
     return embedder_encode(cfg) if cfg.quality.embedding else (None, None)

@@ -69,7 +69,7 @@ class RunChoice:
         )
 
 
-def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
+def choose_run(store: Store, cfg: PipelineConfig, run_id: str | None = None) -> RunChoice:
     """The run to work on: `run_id` when given; else the latest run of this configuration
     (same config hash) if it did not complete or its selector feedback is pending, so a run
     that crashed before midnight resumes after it; else a new run named by today's date."""

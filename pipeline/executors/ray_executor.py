@@ -19,6 +19,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipeline.core.config import ExecutorConfig
 from pipeline.executors.base import (
     CLUSTER_HINT,
     ExecutorError,
@@ -78,7 +79,7 @@ def _requeue(unit: Unit, queue: deque[Unit], attempts: Counter[str], max_attempt
 class RayExecutor:
     kind = "ray"
 
-    def __init__(self, cfg: Any, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cfg: ExecutorConfig, env: dict[str, str] | None = None) -> None:
         self.cfg = cfg
         self.env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ} | (env or {})
         self._started_cluster = False

@@ -66,11 +66,11 @@ def _file_sha(path: Path | None) -> str | None:
     return sha256_file(path) if path is not None else None
 
 
-def kg_root(cfg) -> Path:
+def kg_root(cfg: PipelineConfig) -> Path:
     return cfg.resolve_path(cfg.store.out_dir) / "kg"
 
 
-def ingest_dir(cfg) -> tuple[Path, Path, str]:
+def ingest_dir(cfg: PipelineConfig) -> tuple[Path, Path, str]:
     """(dump path, ingest directory, ingest key) for the configured dump."""
     dump = cfg.resolve_path(cfg.kg.dump_path)
     if not dump.exists():
@@ -88,7 +88,7 @@ def ingest_dir(cfg) -> tuple[Path, Path, str]:
     return dump, kg_root(cfg) / key, key
 
 
-def ingest(cfg, workers: int | None = None) -> IngestReport:
+def ingest(cfg: PipelineConfig, workers: int | None = None) -> IngestReport:
     """Read the configured dump into entity/edge/reject part files (or reuse them)."""
     dump, out, key = ingest_dir(cfg)
     return ingest_dump(
@@ -104,7 +104,7 @@ def ingest(cfg, workers: int | None = None) -> IngestReport:
     )
 
 
-def passages_path(cfg, corpus: CorpusFile) -> Path:
+def passages_path(cfg: PipelineConfig, corpus: CorpusFile) -> Path:
     """The corpus as a passages table (row order = index order), cached by corpus sha."""
     path = kg_root(cfg) / "passages" / f"{corpus.sha256[:16]}.parquet"
     if not path.exists():
@@ -113,7 +113,7 @@ def passages_path(cfg, corpus: CorpusFile) -> Path:
     return path
 
 
-def relation_filter(cfg) -> RelationFilter:
+def relation_filter(cfg: PipelineConfig) -> RelationFilter:
     return RelationFilter.from_files(
         cfg.resolve_path(cfg.kg.block_list), cfg.resolve_path(cfg.kg.allow_list)
     )
@@ -183,7 +183,7 @@ class ExtractResult:
         )
 
 
-def _extract_dir(cfg, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
+def _extract_dir(cfg: PipelineConfig, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
     kg = cfg.kg
     ident = {
         "ingest": ingest_key,

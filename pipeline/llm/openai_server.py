@@ -45,6 +45,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.core.config import LLMServeConfig as Limits
+from pipeline.core.config import PipelineConfig
 from pipeline.core.wire import BodySizeLimit, Text, Texts
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 from pipeline.llm.model_worker import TIMEOUT, ModelWorker, RequestCancelled
@@ -415,7 +416,7 @@ def _logprobs(
 
 
 def serve(
-    cfg,
+    cfg: PipelineConfig,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     served_model_name: str | None = None,

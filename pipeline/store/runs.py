@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
 
-def default_run_id(cfg, date: dt.date | None = None) -> str:
+def default_run_id(cfg: PipelineConfig, date: dt.date | None = None) -> str:
     """The id of a new run: same day + same config = same run."""
     date = date or utcnow().date()
     return f"{date:%Y%m%d}-{cfg.profile}-{cfg.config_hash()[:8]}"
@@ -22,7 +23,7 @@ def generation_shards_done(store: Store, run_id: str) -> int:
     return sum(name.isdigit() for name in store.completed_shards(run_id, verify=False))
 
 
-def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
+def start_run(store: Store, cfg: PipelineConfig, run_id: str, shards_planned: int) -> dict:
     """Create or resume the run record; a resumed run must have the same config hash."""
     prev = store.read_run(run_id)
     if prev and prev["config_hash"] != cfg.config_hash():
