@@ -30,7 +30,7 @@ class RunContext:
     run_id: str
     corpus: CorpusFile
     # Where the stages' shards run (generation, the index's embedding pass): chosen by the
-    # caller from `executor:` (flows use pipeline.executors.make_executor).
+    # caller from `executor:` (flows use pipeline.executors.open_executor, which closes it).
     executor: Executor = field(default_factory=LocalExecutor)
 
     @classmethod
