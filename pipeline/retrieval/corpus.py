@@ -92,11 +92,6 @@ def split_contents(contents: str) -> tuple[str, str]:
     return title, (body.strip() if sep else "")
 
 
-def parse_line(line: str, fmt: Format) -> tuple[str, str, str]:
-    """Return (id, title, text) of one JSONL line or raise ValueError with the reason."""
-    return parse_record(_json(line), fmt)
-
-
 def _json(line: str) -> object:
     try:
         return orjson.loads(line)
