@@ -29,14 +29,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import psutil
 from synthetic_corpus import write_synthetic_corpus
 
-from pipeline.catalog.store import Store
-from pipeline.core.config import load_config
+from pipeline.core.config import PipelineConfig, load_config
 from pipeline.executors import LocalExecutor
 from pipeline.executors.ray_executor import RayExecutor
 from pipeline.generation.run import GenerationStep, ShardDone, run_generation
+from pipeline.retrieval.corpus import locate_corpus
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import Plan
+from pipeline.store.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "out" / "bench" / "executor"
@@ -95,7 +96,7 @@ def daemons_cpu() -> dict[int, float]:
     return out
 
 
-def plan_for(cfg, index_dir: Path, n: int) -> Plan:
+def plan_for(cfg: PipelineConfig, index_dir: Path, n: int) -> Plan:
     from pipeline.retrieval.faiss_index import PassageTable
 
     table = PassageTable(index_dir / "passages.parquet")
@@ -135,7 +136,7 @@ def overhead(args) -> None:
             f"verifier.m={args.m}",
         ],
     )
-    art = ensure_index(cfg, progress=False)
+    art = ensure_index(cfg, progress=False, corpus=locate_corpus(cfg))
     plan = plan_for(cfg, art.dir, args.shards * args.shard_size)
     t = time.perf_counter()
     ray_exec = RayExecutor(cfg.executor)

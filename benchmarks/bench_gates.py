@@ -25,7 +25,7 @@ import duckdb
 import yaml
 
 from pipeline.agents.rewards import verifier_pmi
-from pipeline.quality.gate_stats import auc_real_vs_control, leakage_share
+from pipeline.generation.gate_stats import auc_real_vs_control, leakage_share
 
 GATE_STEPS = ("shortcut", "controls")
 

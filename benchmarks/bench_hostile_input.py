@@ -194,10 +194,12 @@ def retrieval_abandon(tmp: Path) -> None:
     import httpx
 
     from pipeline.core.config import load_config
+    from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.index_build import ensure_index
 
     sets = [f"store.out_dir={tmp / 'out'}"]
-    ensure_index(load_config(None, sets), progress=False)
+    cfg = load_config(None, sets)
+    ensure_index(cfg, progress=False, corpus=locate_corpus(cfg))
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -7,13 +7,15 @@ import datetime as dt
 from dataclasses import dataclass
 
 from pipeline.agents.prompts import FewShot, load_few_shot
-from pipeline.catalog.store import Store
+from pipeline.core.config import PipelineConfig
 from pipeline.generation.shards import GenerationContext
 from pipeline.llm import make_generator
+from pipeline.retrieval.corpus import locate_corpus
 from pipeline.retrieval.embedding import Embedder
 from pipeline.retrieval.faiss_index import Retriever
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector.run_plan import PlanItem
+from pipeline.store.store import Store
 
 TASKS = ("factual", "comparison", "causal", "temporal", "aggregation")
 
@@ -25,7 +27,7 @@ class Engine:
     retriever: Retriever
     shots: list[FewShot]
 
-    def context(self, cfg) -> GenerationContext:
+    def context(self, cfg: PipelineConfig) -> GenerationContext:
         """A generation context for `cfg` (same model, index and few-shot examples)."""
         return GenerationContext(
             cfg, Store.from_config(cfg), self.generator, self.retriever, "bench",
@@ -33,9 +35,9 @@ class Engine:
         )  # fmt: skip
 
 
-def load_engine(cfg) -> Engine:
+def load_engine(cfg: PipelineConfig) -> Engine:
     embedder = Embedder.from_config(cfg)
-    art = ensure_index(cfg, embedder, progress=False)
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
     shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
     return Engine(embedder, make_generator(cfg.llm), retriever, shots)

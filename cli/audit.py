@@ -56,8 +56,8 @@ def audit(
         run_sql_file,
     )
     from pipeline.catalog.readonly_sql import UnsafeSQLError
-    from pipeline.catalog.store import StoreError
     from pipeline.core.errors import first_line
+    from pipeline.store.store import StoreError
 
     if list_ or name == "list":
         if fmt is Format.table:

@@ -12,7 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from cli.sql_output import Format
-from pipeline.core.config import ConfigError, load_config
+from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import BadIdentifierError, check_identifier
 from pipeline.executors.base import ExecutorError
@@ -57,7 +57,7 @@ def identifier_or_fail(value: str | None, what: str = "run id") -> str | None:
         fail(str(exc), exc.hint)
 
 
-def sql_limits(cfg, limit: int | None):
+def sql_limits(cfg: PipelineConfig, limit: int | None):
     """The `sql:` limits of a catalog query command, with --limit over sql.max_rows."""
     return cfg.sql if limit is None else cfg.sql.model_copy(update={"max_rows": limit})
 

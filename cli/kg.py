@@ -78,10 +78,11 @@ def stats(
 ) -> None:
     """Figure-5 style report: path lengths, answer types, relations, relations per subgraph."""
     from pipeline.kg.extract import KGNotReadyError, find_extract, format_stats
+    from pipeline.retrieval.corpus import locate_corpus
 
     cfg = config_or_fail(profile, overrides)
     try:
-        res = find_extract(cfg)
+        res = find_extract(cfg, locate_corpus(cfg))
     except (KGNotReadyError, FileNotFoundError) as exc:
         fail(str(exc), "run `curriculum kg extract` with the same profile and --set flags")
     if as_json:

@@ -27,7 +27,7 @@ from cli.kg import kg_app
 from cli.quality import quality_app
 from cli.report import report as report_command
 from cli.sql_output import Format, print_tables
-from pipeline.core.config import ConfigError, load_config
+from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.display import display_text
 from pipeline.core.errors import BadInputError
 from pipeline.executors.base import ExecutorError, check_address
@@ -98,10 +98,10 @@ def nightly_command(
     """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
     run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
-    from pipeline.catalog.runs import choose_run
-    from pipeline.catalog.store import Store, check_catalog_file
     from pipeline.core.model_refs import check_model_refs
     from pipeline.core.run_control import RunInProgressError, store_run_lock
+    from pipeline.run_context import choose_run
+    from pipeline.store.store import Store, check_catalog_file
 
     try:
         check_model_refs(cfg)  # in seconds, not after the index is built
@@ -178,8 +178,8 @@ def sql(
     from pipeline.catalog.bounded_sql import SQLLimitError
     from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
     from pipeline.catalog.sql_worker import BoundedSQL
-    from pipeline.catalog.store import StoreError
     from pipeline.core.errors import first_line
+    from pipeline.store.store import StoreError
 
     cfg = config_or_fail(profile, overrides)
     limits = sql_limits(cfg, limit)
@@ -205,13 +205,14 @@ def sql(
     print_tables(tables, fmt)
 
 
-def _retriever(cfg):
+def _retriever(cfg: PipelineConfig):
+    from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.embedding import Embedder
     from pipeline.retrieval.faiss_index import IndexMismatchError, Retriever
     from pipeline.retrieval.index_build import IndexNotBuiltError, find_index
 
     try:
-        art = find_index(cfg)
+        art = find_index(cfg, locate_corpus(cfg))
         return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
     except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError, BadInputError) as exc:
         fail(str(exc), "run `curriculum index build` with the same profile and --set flags")

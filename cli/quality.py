@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+from pipeline.core.config import PipelineConfig
 from pipeline.core.display import display_text
 
 quality_app = typer.Typer(
@@ -31,7 +32,7 @@ _HINT = "run `curriculum nightly` (same --profile/--set) first, then rerun this 
 
 
 def _setup(profile: str, overrides: list[str] | None, no_embedding: bool):
-    from pipeline.catalog.store import Store
+    from pipeline.store.store import Store
 
     cfg = config_or_fail(profile, overrides)
     if no_embedding:
@@ -41,7 +42,7 @@ def _setup(profile: str, overrides: list[str] | None, no_embedding: bool):
     return cfg, Store.from_config(cfg)
 
 
-def _encoder(cfg):
+def _encoder(cfg: PipelineConfig):
     from pipeline.quality.checks import embedder_encode
 
     return embedder_encode(cfg) if cfg.quality.embedding else (None, None)
@@ -64,7 +65,8 @@ def decontaminate_command(
     overrides: SetOpt = None,
 ) -> None:
     """Check every landed record against benchmark files; flagged records leave exports."""
-    from pipeline.quality.checks import decontaminate_catalog, refresh_catalog
+    from pipeline.quality.checks import decontaminate_catalog
+    from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)
     paths = list(benchmark or []) or [cfg.resolve_path(p) for p in cfg.quality.benchmarks]
@@ -108,7 +110,8 @@ def near_duplicates_command(
     overrides: SetOpt = None,
 ) -> None:
     """Cluster near-duplicate questions of the whole catalog (MinHash LSH + embedding)."""
-    from pipeline.quality.checks import cluster_catalog, refresh_catalog
+    from pipeline.quality.checks import cluster_catalog
+    from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)
     with stage_errors(_HINT):

@@ -24,7 +24,7 @@ def report(
     import duckdb
 
     from pipeline.catalog.report import known_run_ids, write_run_report
-    from pipeline.catalog.store import Store, StoreError
+    from pipeline.store.store import Store, StoreError
 
     run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
-from pipeline.core.config import load_config
+from pipeline.core.config import PipelineConfig, load_config
+from pipeline.retrieval.corpus import CorpusFile, locate_corpus
 from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector import ClusterResult
 from pipeline.selector.run_plan import clusters_for, selector_dirs
@@ -13,9 +14,9 @@ from pipeline.selector.state import latest_iteration
 
 
 @task(name="cluster", **RETRY)
-def cluster_task(cfg, iteration: int) -> ClusterResult:
-    art = ensure_index(cfg)
-    return clusters_for(cfg, art.dir, iteration)
+def cluster_task(cfg: PipelineConfig, corpus: CorpusFile, iteration: int) -> ClusterResult:
+    index = ensure_index(cfg, corpus=corpus)
+    return clusters_for(cfg, index.dir, iteration)
 
 
 @flow(name="cluster-corpus", log_prints=True)
@@ -28,7 +29,7 @@ def cluster_corpus(
     cfg = load_config(profile, overrides or [])
     _, state_dir = selector_dirs(cfg)
     t = iteration or (latest_iteration(state_dir) or 0) + 1
-    result = cluster_task(cfg, t)
+    result = cluster_task(cfg, locate_corpus(cfg), t)
     get_run_logger().info(
         "iteration %d: K=%d clusters over %d passages at %s", t, result.k, result.n_rows, result.dir
     )

@@ -5,18 +5,18 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
-from pipeline.core.config import load_config
+from pipeline.core.config import PipelineConfig, load_config
 from pipeline.kg import extract as kg
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
 
 
 @task(name="kg-ingest", **RETRY)
-def ingest_task(cfg) -> kg.IngestReport:
+def ingest_task(cfg: PipelineConfig) -> kg.IngestReport:
     return kg.ingest(cfg)
 
 
 @task(name="kg-extract", **RETRY)
-def extract_task(cfg, corpus: CorpusFile) -> kg.ExtractResult:
+def extract_task(cfg: PipelineConfig, corpus: CorpusFile) -> kg.ExtractResult:
     return kg.extract(cfg, corpus)
 
 

@@ -8,12 +8,12 @@ from prefect import flow, get_run_logger
 
 from flows.nightly import land_task
 from flows.report import report_task
-from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
 from pipeline.core.identifiers import check_identifier
 from pipeline.retrieval.index_build import find_index
 from pipeline.run_context import RunContext
 from pipeline.stages import RunSummary, find_kg
+from pipeline.store.store import Store
 
 
 @flow(name="land", log_prints=True)

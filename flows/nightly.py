@@ -13,8 +13,6 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.report import report_task
 from flows.retry import RETRY
-from pipeline.catalog.runs import choose_run
-from pipeline.catalog.store import Store, check_catalog_file
 from pipeline.core.config import load_config
 from pipeline.core.identifiers import check_identifier
 from pipeline.core.run_control import StopRequest, store_run_lock
@@ -22,7 +20,7 @@ from pipeline.executors import open_executor
 from pipeline.generation.run import GenerationReport
 from pipeline.kg.extract import ExtractResult
 from pipeline.retrieval.index_build import IndexArtifacts
-from pipeline.run_context import RunContext
+from pipeline.run_context import RunContext, choose_run
 from pipeline.stages import (
     RunSummary,
     feedback_stage,
@@ -32,6 +30,7 @@ from pipeline.stages import (
     land_stage,
     quality_stage,
 )
+from pipeline.store.store import Store, check_catalog_file
 
 
 @task(name="index", **RETRY)
@@ -47,8 +46,8 @@ def index_task(ctx: RunContext) -> IndexArtifacts:
 
 
 @task(name="kg", **RETRY)
-def kg_task(ctx: RunContext) -> ExtractResult | None:
-    res = kg_stage(ctx)
+def kg_task(ctx: RunContext, index: IndexArtifacts) -> ExtractResult | None:
+    res = kg_stage(ctx, index)
     if res is not None:
         get_run_logger().info(
             "kg: %d subgraphs (%s) at %s",
@@ -136,7 +135,7 @@ def nightly(
             ctx.run_id, cfg.profile, cfg.config_hash(), executor.kind,
         )  # fmt: skip
         index = index_task(ctx)
-        subgraphs = kg_task(ctx)
+        subgraphs = kg_task(ctx, index)
         generate_task(ctx, index, subgraphs, stop)
         feedback_task(ctx, index)
         summary = land_task(ctx, index, subgraphs)

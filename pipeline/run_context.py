@@ -5,6 +5,8 @@ stage that keys an artifact on it. Now the flow builds one `RunContext` (the typ
 run's one `Store`, its id, the corpus file hashed once) and each stage has one shape,
 `stage(ctx, upstream handles) -> handle`, where a handle (IndexArtifacts, ExtractResult,
 GenerationReport, RunSummary) carries what later stages need, so nothing is re-derived.
+
+`choose_run` picks the run an invocation works on before its context is opened.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.catalog.store import Store
 from pipeline.core.config import PipelineConfig
+from pipeline.core.identifiers import check_identifier
 from pipeline.executors.base import Executor, LocalExecutor
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
+from pipeline.selector.run_plan import feedback_pending
+from pipeline.store.runs import default_run_id
+from pipeline.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,7 @@ class RunContext:
     run_id: str
     corpus: CorpusFile
     # Where the stages' shards run (generation, the index's embedding pass): chosen by the
-    # caller from `executor:` (flows use pipeline.executors.make_executor).
+    # caller from `executor:` (flows use pipeline.executors.open_executor, which closes it).
     executor: Executor = field(default_factory=LocalExecutor)
 
     @classmethod
@@ -45,4 +50,40 @@ class RunContext:
         return self.store.run_dir(self.run_id)
 
 
-__all__ = ["RunContext"]
+@dataclass(frozen=True)
+class RunChoice:
+    """The run a nightly invocation works on; `resumed` is the unfinished run's record when
+    the default picked one to resume."""
+
+    run_id: str
+    resumed: dict | None = None
+
+    def message(self) -> str | None:
+        r = self.resumed
+        if r is None:
+            return None
+        return (
+            f"resuming unfinished run {r['run_id']} (started {r['started_at']:%Y-%m-%d %H:%M} "
+            f"UTC, {r['status']}, {r['shards_completed']}/{r['shards_planned']} shards); "
+            "pass --run-id NAME for another run"
+        )
+
+
+def choose_run(store: Store, cfg: PipelineConfig, run_id: str | None = None) -> RunChoice:
+    """The run to work on: `run_id` when given; else the latest run of this configuration
+    (same config hash) if it did not complete or its selector feedback is pending, so a run
+    that crashed before midnight resumes after it; else a new run named by today's date."""
+    if run_id:
+        return RunChoice(check_identifier(run_id, "run id"))
+    latest = store.latest_run(cfg.config_hash())
+    if latest is None:
+        return RunChoice(default_run_id(cfg))
+    if latest["status"] != "completed":
+        return RunChoice(latest["run_id"], latest)
+    # Generation marks a run completed; one killed before its selector feedback is not done.
+    if feedback_pending(cfg, store, latest["run_id"]):
+        return RunChoice(latest["run_id"], {**latest, "status": "generated, feedback pending"})
+    return RunChoice(default_run_id(cfg))
+
+
+__all__ = ["RunChoice", "RunContext", "choose_run"]

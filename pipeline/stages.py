@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from pipeline.catalog.runs import finish_run, start_run
-from pipeline.catalog.store import connect_readonly
+from pipeline.core.config import PipelineConfig
+from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow
 from pipeline.generation.run import GenerationReport, GenerationStep, run_generation
 from pipeline.kg import extract as kg
-from pipeline.retrieval.index_build import IndexArtifacts, ensure_index
+from pipeline.retrieval.index_build import IndexArtifacts, ensure_index, find_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
+from pipeline.store.runs import finish_run, start_run
+from pipeline.store.store import Store, connect_readonly
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,12 @@ def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     return art
 
 
-def kg_stage(ctx: RunContext) -> kg.ExtractResult | None:
-    """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled."""
+def kg_stage(ctx: RunContext, index: IndexArtifacts) -> kg.ExtractResult | None:
+    """Dump -> graph -> LLM-guided subgraphs (each reused when unchanged), if enabled; the
+    corpus's passages are the index's passages table (not parsed again)."""
     if not ctx.cfg.kg.nightly:
         return None
-    return kg.extract(ctx.cfg, ctx.corpus)
+    return kg.extract(ctx.cfg, ctx.corpus, passages=index.passages_path)
 
 
 def generate_stage(
@@ -190,3 +193,14 @@ def quality_stage(
         decontaminate_catalog(cfg, ctx.store, paths, encode, model)
     cluster_catalog(cfg, ctx.store, encode)
     return land_stage(ctx, index, subgraphs)
+
+
+def refresh_catalog(cfg: PipelineConfig, store: Store) -> Path:
+    """Land again, outside a nightly (after `curriculum quality ...` wrote its tables): rebuild
+    the catalog the way landing does (passages, selector, KG files and the quality tables) for
+    the latest run, so the views see the new tables at once."""
+    run_id = store.latest_run_id()
+    if run_id is None:
+        raise BadInputError(f"no runs under {store.root}", "run `curriculum nightly` first")
+    ctx = RunContext.open(cfg, run_id, store)
+    return land_stage(ctx, find_index(cfg, ctx.corpus), find_kg(ctx)).catalog

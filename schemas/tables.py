@@ -1,152 +1,35 @@
 """The data contracts: one Arrow schema per table, used by writers, readers, tests and docs.
 
-Bump SCHEMA_VERSION when a field changes meaning or type; readers refuse shards whose schema
-does not match the contract, so an old shard never silently mixes into a new view.
+Here the run shards' tables (the curriculum, the rollouts and samples behind it, the gates'
+rows, shard steps, rejects) and the store's own (runs, shard manifest); the stage artifacts'
+in schemas/artifact_tables.py, the quality checks' in schemas/quality_tables.py, the building
+blocks (SCHEMA_VERSION, `contract`, `f`) in schemas/fields.py. `TABLES` gathers them all.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.3.0"
-
-_TS = pa.timestamp("us", tz="UTC")
-_NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
-KG_PATH = pa.struct([("nodes", pa.list_(_NAMED)), ("relations", pa.list_(_NAMED))])
-
-_DOCS: dict[str, str] = {}
-
-
-def _schema(name: str, doc: str, fields: list[pa.Field]) -> pa.Schema:
-    _DOCS[name] = doc
-    return pa.schema(fields, metadata={"table": name, "schema_version": SCHEMA_VERSION})
-
-
-def f(name: str, type_: pa.DataType, nullable: bool = True, doc: str = "") -> pa.Field:
-    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc} if doc else None)
-
-
-PASSAGES = _schema(
-    "passages",
-    "One retrieval unit of the corpus (a ~100-word Wikipedia passage).",
-    [
-        f("id", pa.string(), False, "passage id as given by the corpus file"),
-        f("title", pa.string(), False, "article title (quoted first line in FlashRAG format)"),
-        f("text", pa.string(), False, "passage body without the title line"),
-        f("char_len", pa.int32(), False, "length of text in characters"),
-        f("row", pa.int64(), False, "0-based position in the corpus = FAISS vector id"),
-        f("source_file", pa.string(), False),
-        f("source_line", pa.int64(), False, "1-based line number in source_file"),
-    ],
+from schemas.artifact_tables import (
+    CLUSTERS,
+    EDGES,
+    EMBEDDINGS_MANIFEST,
+    ENTITIES,
+    PASSAGES,
+    RUN_PLAN,
+    SELECTOR_STATE,
+    SELECTOR_USAGE,
+    SUBGRAPHS,
+)
+from schemas.fields import DOCS, KG_PATH, SCHEMA_VERSION, TS, contract, f
+from schemas.quality_tables import (
+    BENCHMARK_CHECKS,
+    BENCHMARK_MATCHES,
+    QUALITY_TABLES,
+    QUESTION_CLUSTERS,
 )
 
-EMBEDDINGS_MANIFEST = _schema(
-    "embeddings_manifest",
-    "One fixed-size shard of passage embeddings (memory-mapped .npy).",
-    [
-        f("shard", pa.int32(), False),
-        f("path", pa.string(), False),
-        f("row_start", pa.int64(), False),
-        f("row_end", pa.int64(), False, "exclusive"),
-        f("dim", pa.int32(), False),
-        f("model", pa.string(), False),
-        f("passage_prompt", pa.string(), False),
-        f("normalized", pa.bool_(), False),
-        f("sha256", pa.string(), False),
-        f("corpus_fingerprint", pa.string(), False),
-        f("created_at", _TS, False),
-    ],
-)
-
-ENTITIES = _schema(
-    "entities",
-    "Wikidata items and properties kept from the dump.",
-    [
-        f("qid", pa.string(), False, "Q or P id"),
-        f("kind", pa.string(), False, "item | property"),
-        f("label", pa.string()),
-        f("description", pa.string()),
-        f("aliases", pa.list_(pa.string())),
-        f("enwiki_title", pa.string()),
-        f("sitelink_count", pa.int32()),
-        f("datatype", pa.string(), doc="properties only"),
-        f("passage_ids", pa.list_(pa.string()), doc="corpus passages whose title = enwiki_title"),
-    ],
-)
-
-EDGES = _schema(
-    "edges",
-    "Truthy statements: subject -pid-> entity or typed literal.",
-    [
-        f("subject", pa.string(), False),
-        f("pid", pa.string(), False),
-        f("object_qid", pa.string(), doc="set when the value is an item"),
-        f(
-            "value_type",
-            pa.string(),
-            False,
-            "wikibase-item|wikibase-property|time|quantity|string|monolingualtext|globecoordinate",
-        ),
-        f("value", pa.string(), doc="literal rendered as text"),
-        f("time_precision", pa.int8()),
-        f("time_calendar", pa.string(), doc="calendar model item of a time (Q1985727 Gregorian)"),
-        f("quantity_unit", pa.string()),
-        f("language", pa.string()),
-        f("rank", pa.string(), False),
-    ],
-)
-
-SUBGRAPHS = _schema(
-    "subgraphs",
-    "LLM-guided target path with distractor branches (KG-paths paper, Algorithm 1).",
-    [
-        f("subgraph_id", pa.string(), False),
-        f("seed_qid", pa.string(), False),
-        f("target_path", KG_PATH, False),
-        f("distractors", pa.list_(KG_PATH)),
-        f("answer_qid", pa.string()),
-        f("answer_label", pa.string()),
-        f("answer_type", pa.string(), doc="Person|Location|Organization|Date|Number|Other"),
-        f("waypoints", pa.list_(pa.string())),
-        f("passage_ids", pa.list_(pa.list_(pa.string())), doc="linked passages per path node"),
-        f("hops", pa.int8(), False),
-        f("node_count", pa.int32(), False),
-        f("stop_reason", pa.string(), doc="llm_stop|max_hops|no_candidates|unparseable|literal"),
-        f("llm_outputs", pa.list_(pa.string()), doc="raw selector completions, one per call"),
-        f("model", pa.string()),
-        f("created_at", _TS, False),
-    ],
-)
-
-CLUSTERS = _schema(
-    "clusters",
-    "Passage-to-cluster assignment for one clustering iteration.",
-    [
-        f("iteration", pa.int32(), False),
-        f("k", pa.int32(), False),
-        f("passage_row", pa.int64(), False),
-        f("passage_id", pa.string(), False),
-        f("cluster_id", pa.int32(), False),
-        f("distance", pa.float32(), False, "distance of the passage embedding to its centroid"),
-    ],
-)
-
-SELECTOR_STATE = _schema(
-    "selector_state",
-    "Bandit arm statistics per self-evolution iteration.",
-    [
-        f("iteration", pa.int32(), False),
-        f("bandit", pa.string(), False, "cluster | task_type"),
-        f("arm", pa.string(), False),
-        f("pulls", pa.float64(), False),
-        f("reward_sum", pa.float64(), False),
-        f("k", pa.int32()),
-        f("rng_state", pa.string()),
-        f("updated_at", _TS, False),
-    ],
-)
-
-CURRICULUM = _schema(
+CURRICULUM = contract(
     "curriculum",
     "One proposer output with every check and reward: the product.",
     [
@@ -154,7 +37,7 @@ CURRICULUM = _schema(
         f("run_id", pa.string(), False),
         f("shard", pa.int32(), False),
         f("slot", pa.int32(), False, "position in the run's sampling plan"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
         f("source_passage_id", pa.string(), False),
         f("source_title", pa.string(), False),
         f("cluster_id", pa.int32()),
@@ -303,7 +186,7 @@ CURRICULUM = _schema(
     ],
 )
 
-SOLVER_ROLLOUTS = _schema(
+SOLVER_ROLLOUTS = contract(
     "solver_rollouts",
     "One multi-turn solver rollout (search tool on) at a valid question, with its rewards.",
     [
@@ -370,11 +253,11 @@ SOLVER_ROLLOUTS = _schema(
             doc="ARR §3.2: D | ID | F | DI | I over the reasoner's last three think entropies",
         ),
         f("behavior_impact", pa.float64(), doc="ARR eq. 8: A_impact (null: < 2 steps)"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-EVALACT_SEGMENTS = _schema(
+EVALACT_SEGMENTS = contract(
     "evalact_segments",
     "One Search→Evaluate segment of an EvalAct solver rollout, with PCAR's rescaling terms.",
     [
@@ -398,7 +281,7 @@ EVALACT_SEGMENTS = _schema(
     ],
 )
 
-ARR_TURNS = _schema(
+ARR_TURNS = contract(
     "arr_turns",
     "One action of one turn of an ARR reasoner-verifier dialogue, with its entropy and advantages.",
     [
@@ -434,7 +317,7 @@ ARR_TURNS = _schema(
     ],
 )
 
-PROPOSER_ROLLOUTS = _schema(
+PROPOSER_ROLLOUTS = contract(
     "proposer_rollouts",
     "The proposer's multi-turn rollout behind each curriculum record (one per record).",
     [
@@ -454,11 +337,11 @@ PROPOSER_ROLLOUTS = _schema(
         f("forced_final", pa.bool_(), False, "the engine opened <question> for the model"),
         f("temperature", pa.float64(), False),
         f("seed", pa.int64()),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-VERIFIER_SAMPLES = _schema(
+VERIFIER_SAMPLES = contract(
     "verifier_samples",
     "Single-turn, search-disabled answers with (+) and without (-) the evidence.",
     [
@@ -473,11 +356,11 @@ VERIFIER_SAMPLES = _schema(
         f("predicted_answer", pa.string()),
         f("correct", pa.bool_()),
         f("logprob", pa.float64(), doc="teacher-forced log P(answer | prompt)"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-GATE_ROLLOUTS = _schema(
+GATE_ROLLOUTS = contract(
     "gate_rollouts",
     "Gate rollouts: answers with the gold evidence, and the shortcut check's solver "
     "rollouts with search disabled or one search.",
@@ -496,11 +379,11 @@ GATE_ROLLOUTS = _schema(
         f("stop_reason", pa.string(), False),
         f("forced_final", pa.bool_(), False),
         f("correct", pa.bool_(), False, "EM(predicted, answer), as the solver scores"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-CONTROL_SCORES = _schema(
+CONTROL_SCORES = contract(
     "control_scores",
     "Verifier controls (gates.controls): V of a record with its real evidence and with "
     "substitutes that should not help, per verifier method.",
@@ -517,11 +400,11 @@ CONTROL_SCORES = _schema(
         f("p_neg", pa.float64(), False),
         f("v", pa.float64(), False, "p_pos - p_neg"),
         f("m", pa.int32(), False, "MC samples per condition (0: teacher forced)"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-SHARD_STEPS = _schema(
+SHARD_STEPS = contract(
     "shard_steps",
     "The runner's account of each step of one shard: records, seconds and the LLM engine's "
     "calls and tokens as the backend reported them (null: the backend does not report it).",
@@ -543,11 +426,11 @@ SHARD_STEPS = _schema(
         f("prompt_tokens_computed", pa.int64(), doc="prompt tokens the engine computed"),
         f("prompt_tokens_cached", pa.int64(), doc="prompt tokens served from its prefix cache"),
         f("generated_tokens", pa.int64(), doc="tokens the engine generated"),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-RECORD_COSTS = _schema(
+RECORD_COSTS = contract(
     "record_costs",
     "Generated tokens spent on each record, per step: the engine's per-prompt report credited "
     "to the record the prompt was sent for.",
@@ -557,11 +440,11 @@ RECORD_COSTS = _schema(
         f("record_id", pa.string(), doc="null: tokens no record was named for"),
         f("step", pa.string(), False),
         f("generated_tokens", pa.int64(), False),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-REJECTS = _schema(
+REJECTS = contract(
     "rejects",
     "Input that could not be used, with where it came from and why.",
     [
@@ -572,11 +455,11 @@ REJECTS = _schema(
         f("record_key", pa.string()),
         f("reason", pa.string(), False),
         f("raw", pa.string()),
-        f("created_at", _TS, False),
+        f("created_at", TS, False),
     ],
 )
 
-RUNS = _schema(
+RUNS = contract(
     "runs",
     "One pipeline run with its resolved configuration.",
     [
@@ -585,8 +468,8 @@ RUNS = _schema(
         f("profile", pa.string(), False),
         f("config_hash", pa.string(), False),
         f("config_yaml", pa.string(), False),
-        f("started_at", _TS, False),
-        f("finished_at", _TS),
+        f("started_at", TS, False),
+        f("finished_at", TS),
         f("status", pa.string(), False, "running | completed | failed"),
         f("shards_planned", pa.int32(), False),
         f("shards_completed", pa.int32(), False),
@@ -594,7 +477,7 @@ RUNS = _schema(
     ],
 )
 
-SHARD_MANIFEST = _schema(
+SHARD_MANIFEST = contract(
     "shard_manifest",
     "A completed shard file: only files listed here are visible in the catalog.",
     [
@@ -606,7 +489,7 @@ SHARD_MANIFEST = _schema(
         f("sha256", pa.string(), False),
         f("bytes", pa.int64(), False),
         f("schema_version", pa.string(), False),
-        f("committed_at", _TS, False),
+        f("committed_at", TS, False),
     ],
 )
 
@@ -633,105 +516,13 @@ TABLES: dict[str, pa.Schema] = {
         REJECTS,
         RUNS,
         SHARD_MANIFEST,
+        SELECTOR_USAGE,
+        RUN_PLAN,
+        BENCHMARK_MATCHES,
+        BENCHMARK_CHECKS,
+        QUESTION_CLUSTERS,
     )
 }
-
-SELECTOR_USAGE = _schema(
-    "selector_usage",
-    "Cumulative times the selector drew each passage (rows with zero uses are omitted).",
-    [
-        f("iteration", pa.int32(), False),
-        f("passage_row", pa.int64(), False),
-        f("passage_id", pa.string(), False),
-        f("uses", pa.int64(), False, "draws of this passage up to and including the iteration"),
-    ],
-)
-TABLES["selector_usage"] = SELECTOR_USAGE
-
-RUN_PLAN = _schema(
-    "run_plan",
-    "What a run generates, fixed when the run starts so a resumed run redoes exactly the same.",
-    [
-        f("run_id", pa.string(), False),
-        f("iteration", pa.int32(), False, "self-evolution iteration of the selector"),
-        f("slot", pa.int32(), False),
-        f("passage_row", pa.int64(), False),
-        f("passage_id", pa.string(), False),
-        f("cluster_id", pa.int32(), False),
-        f("task_type", pa.string(), False),
-        f("hop_count", pa.int8(), False),
-        f(
-            "subgraph_id",
-            pa.string(),
-            doc="KG subgraph linked to the passage, offered to the proposer",
-        ),
-    ],
-)
-TABLES["run_plan"] = RUN_PLAN
-
-
-# ---- quality checks over the catalog (issue 17); written by `curriculum quality ...` ------
-
-BENCHMARK_MATCHES = _schema(
-    "benchmark_matches",
-    "A curriculum record that matches a benchmark item: the best item per record, benchmark "
-    "and method.",
-    [
-        f("record_id", pa.string(), False),
-        f("run_id", pa.string(), False),
-        f("benchmark", pa.string(), False, "name of the benchmark file (its stem)"),
-        f("item_id", pa.string(), False, "the benchmark item's id (or its 1-based line)"),
-        f(
-            "method",
-            pa.string(),
-            False,
-            "exact (Norm(question) equal) | ngram (word n-gram containment) | embedding "
-            "(cosine) | answer_evidence (answer and evidence passage both match)",
-        ),
-        f("score", pa.float64(), False, "1 for exact / answer_evidence; containment; cosine"),
-        f("benchmark_question", pa.string(), False),
-        f("checked_at", _TS, False),
-    ],
-)
-
-BENCHMARK_CHECKS = _schema(
-    "benchmark_checks",
-    "One decontamination pass of one benchmark file over the catalog, and its settings.",
-    [
-        f("benchmark", pa.string(), False),
-        f("path", pa.string(), False),
-        f("sha256", pa.string(), False),
-        f("items", pa.int64(), False, "benchmark items with a question"),
-        f("records_checked", pa.int64(), False),
-        f("run_ids", pa.list_(pa.string()), False, "runs whose records were checked"),
-        f("methods", pa.list_(pa.string()), False),
-        f("ngram_n", pa.int32(), False),
-        f("ngram_threshold", pa.float64(), False),
-        f("embedding_threshold", pa.float64(), doc="null when the embedding method was off"),
-        f("embedder_model", pa.string()),
-        f("records_flagged", pa.int64(), False),
-        f("checked_at", _TS, False),
-    ],
-)
-
-QUESTION_CLUSTERS = _schema(
-    "question_clusters",
-    "Near-duplicate clusters of the catalog's questions (MinHash LSH + embedding); every "
-    "checked record has a row, a singleton is its own cluster.",
-    [
-        f("record_id", pa.string(), False),
-        f("run_id", pa.string(), False),
-        f("cluster_id", pa.string(), False, "the smallest record_id of the cluster"),
-        f("cluster_size", pa.int32(), False),
-        f("nearest_record_id", pa.string(), doc="its most similar cluster member"),
-        f("method", pa.string(), doc="minhash | embedding: how it joined nearest_record_id"),
-        f("score", pa.float64(), doc="Jaccard of the word sets, or cosine"),
-        f("computed_at", _TS, False),
-    ],
-)
-QUALITY_TABLES = ("benchmark_matches", "benchmark_checks", "question_clusters")
-for _s in (BENCHMARK_MATCHES, BENCHMARK_CHECKS, QUESTION_CLUSTERS):
-    TABLES[_s.metadata[b"table"].decode()] = _s
 
 
 def schema_for(table: str) -> pa.Schema:
@@ -742,4 +533,38 @@ def schema_for(table: str) -> pa.Schema:
 
 
 def table_doc(table: str) -> str:
-    return _DOCS[table]
+    return DOCS[table]
+
+
+__all__ = [
+    "ARR_TURNS",
+    "BENCHMARK_CHECKS",
+    "BENCHMARK_MATCHES",
+    "CLUSTERS",
+    "CONTROL_SCORES",
+    "CURRICULUM",
+    "EDGES",
+    "EMBEDDINGS_MANIFEST",
+    "ENTITIES",
+    "EVALACT_SEGMENTS",
+    "GATE_ROLLOUTS",
+    "KG_PATH",
+    "PASSAGES",
+    "PROPOSER_ROLLOUTS",
+    "QUALITY_TABLES",
+    "QUESTION_CLUSTERS",
+    "REJECTS",
+    "RUNS",
+    "RUN_PLAN",
+    "SCHEMA_VERSION",
+    "SELECTOR_STATE",
+    "SELECTOR_USAGE",
+    "SHARD_MANIFEST",
+    "SHARD_STEPS",
+    "SOLVER_ROLLOUTS",
+    "SUBGRAPHS",
+    "TABLES",
+    "VERIFIER_SAMPLES",
+    "schema_for",
+    "table_doc",
+]

@@ -181,10 +181,12 @@ def sample_index(tmp_path_factory, embedder):
     reads it. `out` is its store: a server started with `store.out_dir=<out>` finds it there
     (the retrieval limits a server is started with are not part of the index's identity)."""
     from pipeline.core.config import load_config
+    from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.index_build import ensure_index
 
     out = tmp_path_factory.mktemp("sample-index") / "out"
-    art = ensure_index(load_config(None, [f"store.out_dir={out}"]), embedder, progress=False)
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     return SimpleNamespace(out=out, dir=art.dir, passages=art.passages, reused=art.reused)
 
 
@@ -275,8 +277,8 @@ LANDED_SETTINGS = [
 def recording_run_io():
     """Record, while a run executes in this process, every file hashed through
     `pipeline.core.io.sha256_file` (wherever a module imported it) and every `Store` built."""
-    from pipeline.catalog.store import Store
     from pipeline.core import io as core_io
+    from pipeline.store.store import Store
 
     rec = SimpleNamespace(hashed=[], stores=0)
     original, init = core_io.sha256_file, Store.__init__

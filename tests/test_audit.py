@@ -18,9 +18,9 @@ from cli.audit import audit
 from pipeline.agents.rewards import contains, normalize
 from pipeline.catalog.audit import AUDITS, AuditError, list_audits, run_audit, run_sql_file
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
-from pipeline.catalog.store import Store
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import write_parquet_atomic
+from pipeline.store.store import Store
 
 # ---- helpers: a private copy of the landed run with a freshly built catalog --------------
 

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pipeline.generation.steps import Gate, Verdict, register
-from pipeline.quality.gate_stats import (
+from pipeline.generation.gate_stats import (
     accuracy,
     answer_candidates,
     auc_real_vs_control,
@@ -19,6 +18,7 @@ from pipeline.quality.gate_stats import (
     is_unique,
     leakage_share,
 )
+from pipeline.generation.steps import Gate, Verdict, register
 
 # ---- pure statistics ---------------------------------------------------------------------
 
@@ -258,9 +258,9 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
 
     from pipeline.catalog.export_splits import drop_undetermined
     from pipeline.generation.builtin_steps import Shortcut, Uniqueness
+    from pipeline.generation.gate_stats import verdict
     from pipeline.generation.gates import GateResult
     from pipeline.generation.steps import ShardState
-    from pipeline.quality.gate_stats import verdict
 
     assert verdict(False, True, True, True) == "off"
     assert verdict(True, False, True, None) == "not_applicable"
@@ -329,7 +329,7 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
     verifier_controls view's AUC and leakage share equal scikit-learn's over control_scores."""
     import duckdb
 
-    from pipeline.quality.gate_stats import auc_real_vs_control, leakage_share
+    from pipeline.generation.gate_stats import auc_real_vs_control, leakage_share
 
     with duckdb.connect(str(landed_run.catalog), read_only=True) as con:
         verified = con.execute(
@@ -517,8 +517,8 @@ def test_shuffled_control_never_hands_a_record_its_own_evidence():
     text is no control (it inflated the run's V bar), so the partner moves on along the
     derangement's cycle, and with nothing else to take there is no shuffled control."""
     from pipeline.agents.verifier import VerifierItem
+    from pipeline.generation.gate_stats import derangement
     from pipeline.generation.gates import _shuffled_partner
-    from pipeline.quality.gate_stats import derangement
 
     same = "After 1945 Germany was divided, and in 1949 two states emerged."
     pool = [VerifierItem(f"r{i}", "q?", "1949", same if i < 2 else f"other {i}") for i in range(4)]

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from cli.audit import audit
-from pipeline.catalog.store import Store
+from pipeline.store.store import Store
 from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

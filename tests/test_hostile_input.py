@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli.main import app
-from pipeline.catalog.store import Store
 from pipeline.core.display import display_text, escape_text, undisplay
 from pipeline.core.identifiers import (
     MAX_IDENTIFIER_LENGTH,
@@ -31,6 +30,7 @@ from pipeline.core.identifiers import (
     is_identifier,
 )
 from pipeline.core.io import PathEscapeError, atomic_write_bytes, path_within
+from pipeline.store.store import Store
 
 FAST = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline.retrieval.corpus import load_corpus
+from pipeline.retrieval.corpus import load_corpus, locate_corpus
 from pipeline.retrieval.embedding import corpus_fingerprint, embed_corpus, load_shards
 from pipeline.retrieval.faiss_index import (
     IndexMismatchError,
@@ -81,7 +81,7 @@ def test_query_model_mismatch_is_refused(embedder, sample_index):
 
     assert sample_index.passages >= 400 and not sample_index.reused  # built by the fixture
     cfg = load_config(None, [f"store.out_dir={sample_index.out}"])
-    art = ensure_index(cfg, embedder, progress=False)
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
     assert art.reused and art.dir == sample_index.dir
     embedder_e5 = type(embedder).__new__(type(embedder))
     embedder_e5.__dict__.update(embedder.__dict__, query_prompt="query: ")
@@ -95,10 +95,10 @@ def test_query_model_mismatch_is_refused(embedder, sample_index):
 
 
 def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp_cfg):
-    from pipeline.catalog.runs import generation_shards_done
-    from pipeline.catalog.store import Store
     from pipeline.run_context import RunContext
     from pipeline.stages import index_stage
+    from pipeline.store.runs import generation_shards_done
+    from pipeline.store.store import Store
     from tests.conftest import SAMPLE_CORPUS
 
     lines = SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines(keepends=True)[:40]

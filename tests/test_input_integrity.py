@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipeline.catalog.store import Store
 from pipeline.core.compressed import CompressedInputError
 from pipeline.core.contracts import read_shard
 from pipeline.core.errors import BadInputError
@@ -25,6 +24,7 @@ from pipeline.core.io import COMPLETE_MARKER
 from pipeline.kg.dump import ingest_dump, part_files
 from pipeline.kg.entity_parse import parse_entity
 from pipeline.retrieval.corpus import CorpusError, find_duplicate_ids, load_corpus
+from pipeline.store.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DUMP = ROOT / "data" / "sample" / "wikidata_sample.json"
@@ -348,7 +348,7 @@ def test_kg_rejects_are_in_the_catalogs_rejects_view(realdata, tmp_path):
     assert expected > 0
     store = Store(tmp_path / "store")
     store.refresh_catalog({"kg_rejects": parts})
-    from pipeline.catalog.store import connect_readonly
+    from pipeline.store.store import connect_readonly
 
     with connect_readonly(store.catalog_path) as con:
         n, stages = con.execute(

@@ -23,7 +23,6 @@ import pytest
 from pipeline.agents.rewards import normalize
 from pipeline.catalog.audit import run_audit
 from pipeline.catalog.export import export_curriculum
-from pipeline.catalog.store import Store
 from pipeline.core.config import QualityConfig, load_config
 from pipeline.quality.benchmarks import BenchmarkError, load_benchmark
 from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
@@ -34,6 +33,7 @@ from pipeline.quality.near_duplicates import (
     minhash_edges,
     semantic_edges,
 )
+from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION, schema_for
 from tests.conftest import run_cli
 

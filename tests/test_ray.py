@@ -110,7 +110,7 @@ def _nightly(out: Path, run_id: str, env: dict, *extra: str) -> list[str]:
 
 
 def _rows(out: Path, table: str, run_id: str) -> list[dict]:
-    from pipeline.catalog.store import Store
+    from pipeline.store.store import Store
 
     rows = Store(out).read_run_table(run_id, table).to_pylist()
     rows = [{k: v for k, v in r.items() if k not in TIMES} for r in rows]

@@ -11,7 +11,7 @@ from pipeline.catalog.readonly_sql import (
     filter_relation,
     read_only_statements,
 )
-from pipeline.catalog.store import Store, StoreError
+from pipeline.store.store import Store, StoreError
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_explain_analyze_of_a_copy_would_write_without_the_check(tmp_path, empty
     """Why EXPLAIN is inspected: a read-only connection alone lets EXPLAIN ANALYZE write."""
     target = tmp_path / "written.csv"
     sql = f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{target}'"
-    from pipeline.catalog.store import connect_readonly
+    from pipeline.store.store import connect_readonly
 
     with connect_readonly(empty_catalog) as con:
         con.execute(sql)

@@ -20,8 +20,8 @@ import typer
 from typer.testing import CliRunner
 
 from pipeline.catalog.report import PLOT_NAMES, RunReport, write_run_report
-from pipeline.catalog.store import Store
 from pipeline.core.config import load_config
+from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.catalog.runs import choose_run, default_run_id
-from pipeline.catalog.store import Store
 from pipeline.core.io import utcnow
 from pipeline.core.run_control import store_run_lock
+from pipeline.run_context import choose_run
+from pipeline.store.runs import default_run_id
+from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,8 +10,8 @@ import time
 import duckdb
 import pytest
 
-from pipeline.catalog.store import Store
 from pipeline.core.run_control import RunInProgressError, StopRequest, store_run_lock
+from pipeline.store.store import Store
 from tests.conftest import ROOT, run_cli
 
 

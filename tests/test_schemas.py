@@ -82,7 +82,7 @@ def test_committed_json_schemas_are_current():
 
 
 def test_views_sql_runs_on_an_empty_catalog(tmp_path):
-    from pipeline.catalog.store import Store
+    from pipeline.store.store import Store
 
     cat = Store(tmp_path / "out").refresh_catalog()
     con = duckdb.connect(str(cat), read_only=True)

@@ -142,7 +142,7 @@ def test_a_cut_audit_listing_keeps_its_verdict_and_counts_at_least(tmp_path):
     whole = Table("evidence mismatches", ["record_id"], [("r1",), ("r2",)])
     assert AUDITS["evidence"].rule([whole]).startswith("2 verbatim record(s)")
     # Every named audit runs under the limits (an empty real catalog).
-    from pipeline.catalog.store import Store
+    from pipeline.store.store import Store
 
     catalog = Store(tmp_path / "out", tmp_path / "out" / "c.duckdb").refresh_catalog()
     for name in AUDITS:

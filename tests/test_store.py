@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.catalog.store import Store
 from pipeline.core.contracts import SchemaMismatchError, read_shard
+from pipeline.store.store import Store
 from schemas.tables import REJECTS, schema_for
 
 DAY = dt.date(2026, 11, 21)

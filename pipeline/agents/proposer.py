@@ -348,8 +348,7 @@ def propose(
     )  # fmt: skip
     kinds = [(tasks[i].target.answer_kind, tasks[i].target.subject) for i in posed]
     guides = [TurnGuide("<question>", question_body(*k)) for k in kinds] if s.guided else None
-    roots = [prompts[i] for i in posed]
-    with usage.owned(roots, [tasks[i].record_id for i in posed]):
+    with usage.owned(roots := [prompts[i] for i in posed], [tasks[i].record_id for i in posed]):
         groups = run_rollouts(gen, retriever, roots, s.sampling(), rcfg, None, guides)
     by_task = dict(zip(posed, groups, strict=True)) if posed else {}
 

@@ -46,15 +46,10 @@ from pipeline.catalog.export_selection import (
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
     SPLITS,
-    Dropped,
+    Drops,
+    SplitResult,
     assign_splits,
-    dedupe_near_duplicates,
-    dedupe_questions,
-    drop_ambiguous,
-    drop_contaminated,
-    drop_shortcuts,
-    drop_undetermined,
-    drop_unusable,
+    drop_and_dedupe,
     shared_passages,
 )
 from pipeline.core import variants
@@ -214,13 +209,7 @@ def export_curriculum(
     split, and write an export directory atomically."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
-    if split_by not in SPLIT_BY:
-        raise ExportError(f"unknown --split-by {split_by!r}", f"choose from {', '.join(SPLIT_BY)}")
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ExportError(
-            f"--validation-fraction {validation_fraction} is outside [0, 1)",
-            "e.g. 0.1 keeps about a tenth of the passage groups for validation",
-        )
+    _check_split_options(split_by, validation_fraction)
     _check_target(out, overwrite)  # fail before the work, and again before the rename
     started = dt.datetime.now(dt.UTC)
 
@@ -239,34 +228,7 @@ def export_curriculum(
             f"filter {where!r} selected no records from {scope} in {catalog}",
             'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
         )
-    usable, unusable = drop_unusable(sel.rows)
-    contaminated: list[Dropped] = []
-    if not include_contaminated:
-        usable, contaminated = drop_contaminated(usable)
-    shortcuts: list[Dropped] = []
-    if not include_shortcuts:
-        usable, shortcuts = drop_shortcuts(usable)
-    ambiguous: list[Dropped] = []
-    if not include_ambiguous:
-        usable, ambiguous = drop_ambiguous(usable)
-    undetermined: list[Dropped] = []
-    if not include_undetermined:
-        usable, undetermined = drop_undetermined(usable)
-    kept, duplicates = dedupe_questions(usable)
-    kept, near_duplicates = dedupe_near_duplicates(kept)
-    by_view: dict[str, list[Dropped]] = {}
-    for d in sel.rejected:  # what the accepted view left out, under the same names
-        by_view.setdefault(d.reason, []).append(d)
-    contaminated += by_view.pop("contaminated", [])
-    shortcuts += by_view.pop("shortcut", [])
-    ambiguous += by_view.pop("ambiguous_answer", [])
-    undetermined += by_view.pop("undetermined", [])
-    duplicates += by_view.pop("duplicate_question", [])
-    near_duplicates += by_view.pop("near_duplicate", [])
-    below_threshold = by_view.pop("below_v_threshold", [])
-    # the rest: custom generation gates (gates.custom), each under its own reason
-    custom = {reason: len(ds) for reason, ds in sorted(by_view.items())}
-    gated = [d for _, ds in sorted(by_view.items()) for d in ds]
+    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included)
     if not kept:
         raise ExportError(
             f"none of the {len(sel.rows)} records selected by {where!r} has a question "
@@ -280,15 +242,7 @@ def export_curriculum(
     by_split = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
     records = {s: record_rows(by_split[s], s, data_source) for s in SPLITS}
 
-    warnings = []
-    if split.forced:
-        warnings.append(split.forced)
-    if validation_fraction > 0 and not records["validation"]:
-        warnings.append("validation split is empty: all records share one passage group")
-    not_done = [r["run_id"] for r in sel.runs if r["status"] != "completed"]
-    if not_done:
-        warnings.append(f"run(s) not completed: {', '.join(not_done)}")
-    warnings += _gate_warnings(sel, kept)
+    warnings = _warnings(sel, kept, split, validation_fraction > 0 and not records["validation"])
     try:  # reward.py carries the runs' WCR alpha: one value per export
         reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
     except RewardConfigError as exc:
@@ -296,24 +250,14 @@ def export_curriculum(
 
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
         files = _write_formats(tmp, fmts, records, ability)
-        dropped = unusable + below_threshold + contaminated + shortcuts + ambiguous
-        dropped += undetermined + gated + duplicates + near_duplicates
+        dropped = drops.in_order()
         write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
         for path in write_reward_files(tmp, out, fmts, reward):
             files.append(_file_entry(tmp, path, None, None, None))
         counts = {
             "selected": len(sel.rows),
-            "no_question_or_answer": len(unusable),
-            "below_v_threshold_dropped": len(below_threshold),
-            "contaminated_dropped": len(contaminated),
-            "shortcuts_dropped": len(shortcuts),
-            "ambiguous_dropped": len(ambiguous),
-            "undetermined_dropped": len(undetermined),
-            "duplicates_dropped": len(duplicates),
-            "near_duplicates_dropped": len(near_duplicates),
-            # custom gates' drops by reason (only when a selected run had one)
-            **({"custom_gates_dropped": custom} if custom else {}),
+            **drops.counts(),
             "exported": len(kept),
             **{s: len(records[s]) for s in SPLITS},
         }
@@ -338,30 +282,7 @@ def export_curriculum(
                 {**_jsonable(r), "records_exported": per_run.get(r["run_id"], 0)} for r in sel.runs
             ],
             "counts": counts,
-            "dedupe": {
-                "key": "pipeline.agents.rewards.normalize(question)",
-                "winner": "highest verifier_v (unscored last), then smallest record_id",
-                "dropped": len(duplicates),
-            },
-            "decontamination": {
-                "contaminated_excluded": not include_contaminated,
-                "dropped": len(contaminated),
-                "benchmark_checks": sel.benchmark_checks,
-            },
-            "llm_gates": {
-                "shortcuts_excluded": not include_shortcuts,
-                "ambiguous_excluded": not include_ambiguous,
-                "undetermined_excluded": not include_undetermined,
-                "shortcuts_dropped": len(shortcuts),
-                "ambiguous_dropped": len(ambiguous),
-                "undetermined_dropped": len(undetermined),
-            },
-            "near_duplicates": {
-                "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",
-                "computed": sel.clustered,
-                "winner": "highest verifier_v (unscored last), then smallest record_id",
-                "dropped": len(near_duplicates),
-            },
+            **_drop_sections(drops, included, sel),
             "split": {
                 "by": split_by,
                 "validation_fraction": validation_fraction,
@@ -383,6 +304,60 @@ def export_curriculum(
             orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
     return ExportResult(out, manifest, counts, warnings)
+
+
+def _check_split_options(split_by: str, validation_fraction: float) -> None:
+    if split_by not in SPLIT_BY:
+        raise ExportError(f"unknown --split-by {split_by!r}", f"choose from {', '.join(SPLIT_BY)}")
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ExportError(
+            f"--validation-fraction {validation_fraction} is outside [0, 1)",
+            "e.g. 0.1 keeps about a tenth of the passage groups for validation",
+        )
+
+
+def _drop_sections(drops: Drops, included: dict[str, bool], sel: Selection) -> dict[str, Any]:
+    """The manifest's account of the dedupe, decontamination and gate drops."""
+    return {
+        "dedupe": {
+            "key": "pipeline.agents.rewards.normalize(question)",
+            "winner": "highest verifier_v (unscored last), then smallest record_id",
+            "dropped": len(drops.duplicates),
+        },
+        "decontamination": {
+            "contaminated_excluded": not included["contaminated"],
+            "dropped": len(drops.contaminated),
+            "benchmark_checks": sel.benchmark_checks,
+        },
+        "llm_gates": {
+            "shortcuts_excluded": not included["shortcuts"],
+            "ambiguous_excluded": not included["ambiguous"],
+            "undetermined_excluded": not included["undetermined"],
+            "shortcuts_dropped": len(drops.shortcuts),
+            "ambiguous_dropped": len(drops.ambiguous),
+            "undetermined_dropped": len(drops.undetermined),
+        },
+        "near_duplicates": {
+            "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",
+            "computed": sel.clustered,
+            "winner": "highest verifier_v (unscored last), then smallest record_id",
+            "dropped": len(drops.near_duplicates),
+        },
+    }
+
+
+def _warnings(
+    sel: Selection, kept: list[dict[str, Any]], split: SplitResult, empty_validation: bool
+) -> list[str]:
+    warnings = []
+    if split.forced:
+        warnings.append(split.forced)
+    if empty_validation:
+        warnings.append("validation split is empty: all records share one passage group")
+    not_done = [r["run_id"] for r in sel.runs if r["status"] != "completed"]
+    if not_done:
+        warnings.append(f"run(s) not completed: {', '.join(not_done)}")
+    return warnings + _gate_warnings(sel, kept)
 
 
 def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:

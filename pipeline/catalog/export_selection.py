@@ -20,9 +20,9 @@ from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_splits import Dropped, contamination_detail, undetermined_detail
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
-from pipeline.catalog.store import StoreError
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
+from pipeline.store.store import StoreError
 from schemas.exports import QUALITY_COLUMNS, SOURCE_COLUMNS
 
 # The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pipeline.agents.rewards import normalize
@@ -160,6 +160,93 @@ def dedupe_near_duplicates(
     return _dedupe_by(
         rows, lambda r: r.get("duplicate_cluster_id") or r["record_id"], "near_duplicate"
     )
+
+
+@dataclass
+class Drops:
+    """What an export leaves out of the selected rows, by reason, in the order dropped.jsonl
+    lists them."""
+
+    unusable: list[Dropped]  # no question or no answer
+    below_threshold: list[Dropped]
+    contaminated: list[Dropped]
+    shortcuts: list[Dropped]
+    ambiguous: list[Dropped]
+    undetermined: list[Dropped]
+    gated: list[Dropped]  # custom generation gates (gates.custom), each under its own reason
+    duplicates: list[Dropped]
+    near_duplicates: list[Dropped]
+
+    def in_order(self) -> list[Dropped]:
+        return [d for f in fields(self) for d in getattr(self, f.name)]
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "no_question_or_answer": len(self.unusable),
+            "below_v_threshold_dropped": len(self.below_threshold),
+            "contaminated_dropped": len(self.contaminated),
+            "shortcuts_dropped": len(self.shortcuts),
+            "ambiguous_dropped": len(self.ambiguous),
+            "undetermined_dropped": len(self.undetermined),
+            "duplicates_dropped": len(self.duplicates),
+            "near_duplicates_dropped": len(self.near_duplicates),
+            # by reason, and only when a selected run had a custom gate
+            **({"custom_gates_dropped": custom} if (custom := self._custom()) else {}),
+        }
+
+    def _custom(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for d in self.gated:
+            out[d.reason] = out.get(d.reason, 0) + 1
+        return dict(sorted(out.items()))
+
+
+def drop_and_dedupe(
+    rows: Sequence[dict[str, Any]], rejected: Sequence[Dropped], included: dict[str, bool]
+) -> tuple[list[dict[str, Any]], Drops]:
+    """The rows an export keeps of `rows`, and what it drops: rows without a question or an
+    answer, the gates' rejections (unless included), duplicate questions and near-duplicate
+    clusters; `rejected` (what the accepted view left out) joins under the same names.
+    `included` names the gates whose rejections stay in (contaminated, shortcuts, ambiguous,
+    undetermined)."""
+    usable, unusable = drop_unusable(rows)
+    contaminated: list[Dropped] = []
+    if not included["contaminated"]:
+        usable, contaminated = drop_contaminated(usable)
+    shortcuts: list[Dropped] = []
+    if not included["shortcuts"]:
+        usable, shortcuts = drop_shortcuts(usable)
+    ambiguous: list[Dropped] = []
+    if not included["ambiguous"]:
+        usable, ambiguous = drop_ambiguous(usable)
+    undetermined: list[Dropped] = []
+    if not included["undetermined"]:
+        usable, undetermined = drop_undetermined(usable)
+    kept, duplicates = dedupe_questions(usable)
+    kept, near_duplicates = dedupe_near_duplicates(kept)
+    by_view: dict[str, list[Dropped]] = {}
+    for d in rejected:  # what the accepted view left out, under the same names
+        by_view.setdefault(d.reason, []).append(d)
+    contaminated += by_view.pop("contaminated", [])
+    shortcuts += by_view.pop("shortcut", [])
+    ambiguous += by_view.pop("ambiguous_answer", [])
+    undetermined += by_view.pop("undetermined", [])
+    duplicates += by_view.pop("duplicate_question", [])
+    near_duplicates += by_view.pop("near_duplicate", [])
+    below_threshold = by_view.pop("below_v_threshold", [])
+    gated = [d for _, ds in sorted(by_view.items()) for d in ds]  # the rest: custom gates
+    drops = Drops(
+        unusable,
+        below_threshold,
+        contaminated,
+        shortcuts,
+        ambiguous,
+        undetermined,
+        gated,
+        duplicates,
+        near_duplicates,
+    )
+    return kept, drops
 
 
 # ---- split (pure) ----------------------------------------------------------------------

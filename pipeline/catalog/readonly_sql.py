@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 
 from pipeline.catalog.bounded_sql import apply_limits
-from pipeline.catalog.store import connect_readonly
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import HintedError, first_line
+from pipeline.store.store import connect_readonly
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
 READ_ONLY_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})

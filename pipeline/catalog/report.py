@@ -38,8 +38,8 @@ from pipeline.catalog.report_data import (
     task_keys,
 )
 from pipeline.catalog.report_plots import PLOT_NAMES, render_plots
-from pipeline.catalog.store import connect_readonly
 from pipeline.core.io import atomic_write_bytes
+from pipeline.store.store import connect_readonly
 
 REPORT_DIRNAME = "report"
 MARKDOWN_NAME = "report.md"
@@ -212,9 +212,9 @@ def _cost_lines(d: RunData) -> list[str]:
     return lines
 
 
-def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
+def _run_lines(d: RunData) -> list[str]:
+    """The report's title and its table of what the run was."""
     run = d.run or {}
-    img = PLOT_NAMES
     started, finished = run.get("started_at"), run.get("finished_at")
     duration = ""
     if started and finished:
@@ -250,6 +250,31 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
             ("schema version", run.get("schema_version")),
         ],
     )
+    return lines
+
+
+def _example_lines(d: RunData) -> list[str]:
+    """The top valid records by V, each with its question, answer and evidence."""
+    lines = [f"## Example valid records (top {len(d.examples)} by V)", ""]
+    if not d.examples:
+        lines += ["_none: no valid record with verbatim evidence in this run_", ""]
+    for i, ex in enumerate(d.examples, 1):
+        lines += [
+            f"### {i}. V {_signed(ex['verifier_v'])}, R_pro {_num(ex['proposer_reward'])} — "
+            f"{ex['hop_count']}-hop {_cell(ex['task_type'])}, source “{_cell(ex['source_title'])}”",
+            "",
+            f"- **Question:** {_cell(ex['question'], 500)}",
+            f"- **Answer:** {_cell(ex['answer'], 200)}",
+            f"- **Evidence:** {_cell(ex['evidence'], 800)}",
+            f"- record `{ex['record_id']}`",
+            "",
+        ]
+    return lines
+
+
+def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
+    img = PLOT_NAMES
+    lines = _run_lines(d)
     gen = d.funnel["generated"]
     lines += ["## Validity funnel", ""]
     lines += _table(
@@ -322,23 +347,9 @@ def _render(d: RunData, tasks: list[dict], hops: list[dict]) -> str:
         f"## Rejects: {sum(n for _, _, n in d.rejects)}",
         "",
         *_table(["stage", "reason", "rows"], d.rejects),
-        f"## Example valid records (top {len(d.examples)} by V)",
-        "",
+        *_example_lines(d),
+        *_cost_lines(d),
     ]
-    if not d.examples:
-        lines += ["_none: no valid record with verbatim evidence in this run_", ""]
-    for i, ex in enumerate(d.examples, 1):
-        lines += [
-            f"### {i}. V {_signed(ex['verifier_v'])}, R_pro {_num(ex['proposer_reward'])} — "
-            f"{ex['hop_count']}-hop {_cell(ex['task_type'])}, source “{_cell(ex['source_title'])}”",
-            "",
-            f"- **Question:** {_cell(ex['question'], 500)}",
-            f"- **Answer:** {_cell(ex['answer'], 200)}",
-            f"- **Evidence:** {_cell(ex['evidence'], 800)}",
-            f"- record `{ex['record_id']}`",
-            "",
-        ]
-    lines += _cost_lines(d)
     lines += ["## Files", ""]
     lines += [f"- [{name}]({name})" for name in PLOT_NAMES.values()]
     return "\n".join(lines) + "\n"

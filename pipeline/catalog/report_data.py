@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import yaml
 
-from pipeline.catalog.store import StoreError
+from pipeline.store.store import StoreError
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 FUNNEL_STAGES = (
     "generated",
@@ -46,7 +49,7 @@ V_BINS = tuple(round(-1.0 + 0.2 * i, 1) for i in range(10))  # lower edges, as v
 class RunData:
     run_id: str
     run: dict[str, Any] | None
-    cfg: Any  # PipelineConfig parsed from the run's config_yaml, or None
+    cfg: PipelineConfig | None  # parsed from the run's config_yaml
     models: dict[str, list[str]]
     index_fingerprints: list[str]
     funnel: dict[str, int]
@@ -94,7 +97,7 @@ def _dicts(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> l
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
 
-def _parse_config(config_yaml: str | None):
+def _parse_config(config_yaml: str | None) -> PipelineConfig | None:
     if not config_yaml:
         return None
     from pipeline.core.config import PipelineConfig
@@ -120,16 +123,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     run = runs[0] if runs else None
     cfg = _parse_config(run["config_yaml"] if run else None)
 
-    models: dict[str, list[str]] = {}
-    for col in ("proposer_model", "solver_model", "embedder_model"):
-        rows = con.execute(
-            f"SELECT DISTINCT {col} FROM curriculum WHERE run_id = ? ORDER BY 1", p
-        ).fetchall()
-        models[col] = [r[0] for r in rows]
-    if cfg is not None:  # no records: name the configured models instead
-        models["proposer_model"] = models["proposer_model"] or [cfg.llm.model]
-        models["solver_model"] = models["solver_model"] or [cfg.llm.model]
-        models["embedder_model"] = models["embedder_model"] or [cfg.embedding.model]
+    models = _models(con, p, cfg)
     fps = con.execute(
         "SELECT DISTINCT index_fingerprint FROM curriculum WHERE run_id = ? ORDER BY 1", p
     ).fetchall()
@@ -168,6 +162,93 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     ).fetchall():
         hist[round(float(v_bin), 1)] = int(n)
 
+    iteration, k = _selector_iteration(con, views, p, cfg)
+    by_cluster = con.execute(
+        "SELECT cluster_id, records, valid FROM cluster_summary WHERE run_id = ? "
+        "ORDER BY cluster_id NULLS LAST",
+        p,
+    ).fetchall()
+    by_task = _dicts(con, _GROUP_SQL.format(key="task_type", view="task_summary"), p)
+    by_hop = _dicts(con, _GROUP_SQL.format(key="hop_count", view="hop_summary"), p)
+
+    solver, wcr_bins = _solver_figures(con, p)
+
+    rejects = con.execute(
+        "SELECT stage, reason, count(*) FROM rejects WHERE run_id = ? "
+        "GROUP BY ALL ORDER BY 3 DESC, 1, 2",
+        p,
+    ).fetchall()
+    examples = _dicts(
+        con,
+        """
+        SELECT record_id, source_title, task_type, hop_count, question, answer, evidence,
+               verifier_v, proposer_reward, difficulty
+        FROM curriculum_valid WHERE run_id = ?
+        ORDER BY verifier_v DESC NULLS LAST, proposer_reward DESC NULLS LAST, record_id
+        LIMIT ?
+        """,
+        [run_id, n_examples],
+    )
+    controls, control_values, gates, costs = _gate_figures(con, views, p)
+    run_costs = {}
+    if "run_costs" in views:  # a catalog landed before the cost rows has no such view
+        run_costs = (_dicts(con, "SELECT * FROM run_costs WHERE run_id = ?", p) or [{}])[0]
+    evalact, arr = process_signals(con, run_id)
+    return RunData(
+        run_id=run_id,
+        run=run,
+        cfg=cfg,
+        models=models,
+        index_fingerprints=[r[0] for r in fps],
+        funnel=funnel,
+        funnel_extra=funnel_extra,
+        threshold=thr[0] if thr else {},
+        mean_v=mean_v,
+        mean_reward=mean_reward,
+        scored_v=int(scored_v),
+        invalid_reasons=[(r, int(n)) for r, n in invalid],
+        evidence_status=[(s, int(n)) for s, n in evidence_status],
+        v_hist=hist,
+        iteration=iteration,
+        k=k,
+        by_cluster=[(c, int(n), int(v)) for c, n, v in by_cluster],
+        by_task=by_task,
+        by_hop=by_hop,
+        solver=solver,
+        wcr_bins=wcr_bins,
+        rejects=[(s, r, int(n)) for s, r, n in rejects],
+        examples=examples,
+        controls=controls,
+        control_values=control_values,
+        gates=gates,
+        step_costs=costs,
+        run_costs=run_costs,
+        evalact=evalact,
+        arr=arr,
+    )
+
+
+def _models(
+    con: duckdb.DuckDBPyConnection, p: list[Any], cfg: PipelineConfig | None
+) -> dict[str, list[str]]:
+    """The models the run's records name; the configured ones when it has no records."""
+    models: dict[str, list[str]] = {}
+    for col in ("proposer_model", "solver_model", "embedder_model"):
+        rows = con.execute(
+            f"SELECT DISTINCT {col} FROM curriculum WHERE run_id = ? ORDER BY 1", p
+        ).fetchall()
+        models[col] = [r[0] for r in rows]
+    if cfg is not None:  # no records: name the configured models instead
+        models["proposer_model"] = models["proposer_model"] or [cfg.llm.model]
+        models["solver_model"] = models["solver_model"] or [cfg.llm.model]
+        models["embedder_model"] = models["embedder_model"] or [cfg.embedding.model]
+    return models
+
+
+def _selector_iteration(
+    con: duckdb.DuckDBPyConnection, views: set[str], p: list[Any], cfg: PipelineConfig | None
+) -> tuple[int | None, int | None]:
+    """The selector iteration that planned the run and its cluster count K (None: unknown)."""
     iteration = k = None
     if "run_plan" in views:
         iteration = con.execute(
@@ -183,14 +264,13 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
             k = cluster_count(cfg.selector.k0, cfg.selector.alpha, iteration - 1)
         elif len(ks) == 1:
             k = int(ks[0][0])
-    by_cluster = con.execute(
-        "SELECT cluster_id, records, valid FROM cluster_summary WHERE run_id = ? "
-        "ORDER BY cluster_id NULLS LAST",
-        p,
-    ).fetchall()
-    by_task = _dicts(con, _GROUP_SQL.format(key="task_type", view="task_summary"), p)
-    by_hop = _dicts(con, _GROUP_SQL.format(key="hop_count", view="hop_summary"), p)
+    return iteration, k
 
+
+def _solver_figures(
+    con: duckdb.DuckDBPyConnection, p: list[Any]
+) -> tuple[dict[str, Any], list[tuple[str, int, int, float | None]]]:
+    """The solver rollouts' means, and per waypoint-coverage bin: rollouts, correct, accuracy."""
     solver = _dicts(
         con,
         """
@@ -227,24 +307,20 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         ).fetchall()
     }
     wcr_bins = [(b, *wcr.get(b, (0, 0, None))) for b in WCR_BINS]
+    return solver, wcr_bins
 
-    rejects = con.execute(
-        "SELECT stage, reason, count(*) FROM rejects WHERE run_id = ? "
-        "GROUP BY ALL ORDER BY 3 DESC, 1, 2",
-        p,
-    ).fetchall()
-    examples = _dicts(
-        con,
-        """
-        SELECT record_id, source_title, task_type, hop_count, question, answer, evidence,
-               verifier_v, proposer_reward, difficulty
-        FROM curriculum_valid WHERE run_id = ?
-        ORDER BY verifier_v DESC NULLS LAST, proposer_reward DESC NULLS LAST, record_id
-        LIMIT ?
-        """,
-        [run_id, n_examples],
-    )
-    controls, control_values, gates, costs, run_costs = [], {}, {}, [], {}
+
+def _gate_figures(
+    con: duckdb.DuckDBPyConnection, views: set[str], p: list[Any]
+) -> tuple[
+    list[dict[str, Any]], dict[str, dict[str, list[float]]], dict[str, Any], list[dict[str, Any]]
+]:
+    """The verifier controls (rows, V per control), the shortcut summary and the step costs;
+    empty in a catalog landed before the gates' views."""
+    controls: list[dict[str, Any]] = []
+    control_values: dict[str, dict[str, list[float]]] = {}
+    gates: dict[str, Any] = {}
+    costs: list[dict[str, Any]] = []
     if "verifier_controls" in views:
         controls = _dicts(
             con, "SELECT * FROM verifier_controls WHERE run_id = ? ORDER BY method", p
@@ -259,41 +335,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
         costs = _dicts(
             con, "SELECT * FROM step_costs WHERE run_id = ? ORDER BY seconds DESC", p
         )  # fmt: skip
-    if "run_costs" in views:
-        run_costs = (_dicts(con, "SELECT * FROM run_costs WHERE run_id = ?", p) or [{}])[0]
-    evalact, arr = process_signals(con, run_id)
-    return RunData(
-        run_id=run_id,
-        run=run,
-        cfg=cfg,
-        models=models,
-        index_fingerprints=[r[0] for r in fps],
-        funnel=funnel,
-        funnel_extra=funnel_extra,
-        threshold=thr[0] if thr else {},
-        mean_v=mean_v,
-        mean_reward=mean_reward,
-        scored_v=int(scored_v),
-        invalid_reasons=[(r, int(n)) for r, n in invalid],
-        evidence_status=[(s, int(n)) for s, n in evidence_status],
-        v_hist=hist,
-        iteration=iteration,
-        k=k,
-        by_cluster=[(c, int(n), int(v)) for c, n, v in by_cluster],
-        by_task=by_task,
-        by_hop=by_hop,
-        solver=solver,
-        wcr_bins=wcr_bins,
-        rejects=[(s, r, int(n)) for s, r, n in rejects],
-        examples=examples,
-        controls=controls,
-        control_values=control_values,
-        gates=gates,
-        step_costs=costs,
-        run_costs=run_costs,
-        evalact=evalact,
-        arr=arr,
-    )
+    return controls, control_values, gates, costs
 
 
 def process_signals(

@@ -69,7 +69,7 @@ class BoundedSQL:
     duckdb.Error subclasses (DuckDB's message), StoreError (no or not a catalog)."""
 
     def __init__(self, catalog: str | Path, limits: SQLConfig) -> None:
-        from pipeline.catalog.store import check_catalog_file
+        from pipeline.store.store import check_catalog_file
 
         check_catalog_file(Path(catalog))  # no process started for a missing or bad catalog
         self.limits = limits
@@ -209,7 +209,7 @@ def _rebuild(payload: tuple) -> BaseException:
             cls = duckdb.Error
         return cls(message)
     if kind == "store":
-        from pipeline.catalog import store
+        from pipeline.store import store
 
         return getattr(store, name, store.StoreError)(message)
     if kind == "unsafe":
@@ -242,7 +242,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
 
     from pipeline.catalog.bounded_sql import fetch_table
     from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-    from pipeline.catalog.store import StoreError
+    from pipeline.store.store import StoreError
 
     # The protocol gets its own copy of fd 1; fd 1 itself (anything DuckDB or a library might
     # print) goes to stderr, so nothing else can ever write into the protocol's stream.

@@ -11,6 +11,7 @@ import logging
 import re
 from pathlib import Path
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import ArtifactDir, atomic_dir
 
@@ -52,7 +53,7 @@ def check_model_ref(ref: str, key: str) -> None:
         )
 
 
-def check_model_refs(cfg) -> None:
+def check_model_refs(cfg: PipelineConfig) -> None:
     """Every model reference of a config that names a local path must exist (see
     check_model_ref): the embedder, the LLM (not for llm.backend=http, whose model is the
     server's name for it) and llm.tokenizer."""

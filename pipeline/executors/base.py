@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pipeline.core.config import ExecutorConfig, PipelineConfig
 from pipeline.core.errors import HintedError
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ CLUSTER_HINT = (
 )
 
 
-def check_address(executor_cfg: Any) -> None:
+def check_address(executor_cfg: ExecutorConfig) -> None:
     """Fail in a second when nothing listens at a `host:port` Ray address: `ray.init` would
     retry it for minutes, logging from C++, before failing. Callers run it before starting
     anything else (the nightly command: before Prefect)."""
@@ -173,7 +174,7 @@ class LocalExecutor:
         pass
 
 
-def make_executor(executor_cfg: Any, env: dict[str, str] | None = None) -> Executor:
+def make_executor(executor_cfg: ExecutorConfig, env: dict[str, str] | None = None) -> Executor:
     """The configured executor (`executor.kind`); Ray is imported only when chosen."""
     if executor_cfg.kind == "local":
         return LocalExecutor()
@@ -183,7 +184,7 @@ def make_executor(executor_cfg: Any, env: dict[str, str] | None = None) -> Execu
 
 
 @contextmanager
-def open_executor(cfg: Any) -> Iterator[Executor]:
+def open_executor(cfg: PipelineConfig) -> Iterator[Executor]:
     """The executor of `cfg.executor` for the body (a Ray cluster started for the run is shut
     down at the end; an existing one is left running)."""
     executor = make_executor(cfg.executor)

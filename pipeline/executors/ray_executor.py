@@ -19,6 +19,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pipeline.core.config import ExecutorConfig
 from pipeline.executors.base import (
     CLUSTER_HINT,
     ExecutorError,
@@ -61,10 +62,24 @@ class _Worker:
         return self.step.run(unit)
 
 
+def _requeue(unit: Unit, queue: deque[Unit], attempts: Counter[str], max_attempts: int) -> None:
+    """A unit lost with its worker goes back to the front of the queue, up to `max_attempts`
+    losses."""
+    attempts[unit.name] += 1
+    if attempts[unit.name] >= max_attempts:
+        raise ExecutorError(
+            f"unit {unit.name} was lost with its worker {attempts[unit.name]} times; giving up",
+            hint="raise executor.max_unit_attempts, or look at why workers die (`ray status`, "
+            "the raylet logs)",
+        ) from None
+    queue.appendleft(unit)
+    log.warning("unit %s re-queued (attempt %d)", unit.name, attempts[unit.name] + 1)
+
+
 class RayExecutor:
     kind = "ray"
 
-    def __init__(self, cfg: Any, env: dict[str, str] | None = None) -> None:
+    def __init__(self, cfg: ExecutorConfig, env: dict[str, str] | None = None) -> None:
         self.cfg = cfg
         self.env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ} | (env or {})
         self._started_cluster = False
@@ -202,17 +217,7 @@ class RayExecutor:
                         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                         log.warning("worker %d (node %s) died: %s", wid, st.node, first)
                         if unit is not None:
-                            attempts[unit.name] += 1
-                            if attempts[unit.name] >= c.max_unit_attempts:
-                                raise ExecutorError(
-                                    f"unit {unit.name} was lost with its worker "
-                                    f"{attempts[unit.name]} times; giving up",
-                                    hint="raise executor.max_unit_attempts, or look at why "
-                                    "workers die (`ray status`, the raylet logs)",
-                                ) from None
-                            queue.appendleft(unit)
-                            log.warning("unit %s re-queued (attempt %d)", unit.name,
-                                        attempts[unit.name] + 1)  # fmt: skip
+                            _requeue(unit, queue, attempts, c.max_unit_attempts)
                         if replacements < c.max_replacements:
                             replacements += 1
                             start_worker()

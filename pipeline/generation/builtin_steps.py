@@ -24,6 +24,7 @@ from pipeline.agents.verifier import (
     verify_teacher_forced,
 )
 from pipeline.core.variants import load
+from pipeline.generation.gate_stats import verdict
 from pipeline.generation.gates import (
     SHORTCUT_COLUMNS,
     GateResult,
@@ -35,7 +36,6 @@ from pipeline.generation.gates import (
     verifier_controls,
 )
 from pipeline.generation.steps import Gate, ShardState, Step, Verdict, register
-from pipeline.quality.gate_stats import verdict
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig, VerifierConfig

@@ -4,7 +4,7 @@ Both reuse the agents rather than copying them: the shortcut check is `solve()` 
 search tool disabled (closed book) and with a search budget of 1, the controls are
 `verify_mc()` / `verify_teacher_forced()` on substituted evidence. Each step is one batched
 call for the whole shard, like the verifier, so the gates are resumable with the shard and run
-wherever it runs. The statistics are pure functions in `pipeline.quality.gate_stats`.
+wherever it runs. The statistics are pure functions in `pipeline.generation.gate_stats`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ from pipeline.agents.verifier import (
     verify_mc,
     verify_teacher_forced,
 )
-from pipeline.llm import usage
-from pipeline.llm.base import Generator, SamplingParams
-from pipeline.llm.chat import Render
-from pipeline.quality.gate_stats import (
+from pipeline.generation.gate_stats import (
     accuracy,
     answer_candidates,
     derangement,
@@ -36,6 +33,9 @@ from pipeline.quality.gate_stats import (
     is_shortcut,
     is_unique,
 )
+from pipeline.llm import usage
+from pipeline.llm.base import Generator, SamplingParams
+from pipeline.llm.chat import Render
 from pipeline.retrieval.base import RetrieverBackend
 
 CHECKS = ("closed_book", "one_search")

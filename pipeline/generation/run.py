@@ -21,11 +21,11 @@ import orjson
 from tqdm import tqdm
 
 from pipeline.agents.prompts import load_few_shot, load_kg_shots
-from pipeline.catalog.store import ShardFile, Store
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.executors.base import Executor, LocalExecutor, Progress, WorkerStatus
 from pipeline.generation.shards import GenerationContext, process_shard, rows_by_cluster
 from pipeline.selector.run_plan import Plan, PlanItem
+from pipeline.store.store import ShardFile, Store
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from pipeline.agents.prompts import FewShot, KGShot
 from pipeline.agents.proposer import ProposerSettings
 from pipeline.agents.rewards import brevity, difficulty, format_score, proposer_reward
 from pipeline.agents.targets import Target, kg_targets, passage_target
-from pipeline.catalog.store import Store
 from pipeline.core.config import PipelineConfig, RewardConfig
 from pipeline.core.io import utcnow
 from pipeline.generation import builtin_steps  # noqa: F401  (registers the built-in steps)
@@ -27,6 +26,7 @@ from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
 from pipeline.selector.run_plan import PlanItem, load_plan
+from pipeline.store.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import (
     ArtifactDir,
@@ -46,8 +47,9 @@ from pipeline.kg.subgraphs import (
     llm_guided_subgraphs,
     to_table,
 )
+from pipeline.llm.base import Generator
 from pipeline.llm.chat import make_renderer, rendering
-from pipeline.retrieval.corpus import CorpusFile, load_corpus, locate_corpus
+from pipeline.retrieval.corpus import CorpusFile, load_corpus
 from schemas.tables import REJECTS
 
 log = logging.getLogger(__name__)
@@ -64,11 +66,11 @@ def _file_sha(path: Path | None) -> str | None:
     return sha256_file(path) if path is not None else None
 
 
-def kg_root(cfg) -> Path:
+def kg_root(cfg: PipelineConfig) -> Path:
     return cfg.resolve_path(cfg.store.out_dir) / "kg"
 
 
-def ingest_dir(cfg) -> tuple[Path, Path, str]:
+def ingest_dir(cfg: PipelineConfig) -> tuple[Path, Path, str]:
     """(dump path, ingest directory, ingest key) for the configured dump."""
     dump = cfg.resolve_path(cfg.kg.dump_path)
     if not dump.exists():
@@ -86,7 +88,7 @@ def ingest_dir(cfg) -> tuple[Path, Path, str]:
     return dump, kg_root(cfg) / key, key
 
 
-def ingest(cfg, workers: int | None = None) -> IngestReport:
+def ingest(cfg: PipelineConfig, workers: int | None = None) -> IngestReport:
     """Read the configured dump into entity/edge/reject part files (or reuse them)."""
     dump, out, key = ingest_dir(cfg)
     return ingest_dump(
@@ -102,7 +104,7 @@ def ingest(cfg, workers: int | None = None) -> IngestReport:
     )
 
 
-def passages_path(cfg, corpus: CorpusFile) -> Path:
+def passages_path(cfg: PipelineConfig, corpus: CorpusFile) -> Path:
     """The corpus as a passages table (row order = index order), cached by corpus sha."""
     path = kg_root(cfg) / "passages" / f"{corpus.sha256[:16]}.parquet"
     if not path.exists():
@@ -111,7 +113,7 @@ def passages_path(cfg, corpus: CorpusFile) -> Path:
     return path
 
 
-def relation_filter(cfg) -> RelationFilter:
+def relation_filter(cfg: PipelineConfig) -> RelationFilter:
     return RelationFilter.from_files(
         cfg.resolve_path(cfg.kg.block_list), cfg.resolve_path(cfg.kg.allow_list)
     )
@@ -181,7 +183,7 @@ class ExtractResult:
         )
 
 
-def _extract_dir(cfg, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
+def _extract_dir(cfg: PipelineConfig, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
     kg = cfg.kg
     ident = {
         "ingest": ingest_key,
@@ -209,11 +211,18 @@ def choose_seeds(graph: KnowledgeGraph, num_seeds: int, seed: int) -> list[str]:
     return pool
 
 
-def extract(cfg, corpus: CorpusFile | None = None, generator=None) -> ExtractResult:
+def extract(
+    cfg: PipelineConfig,
+    corpus: CorpusFile,
+    generator: Generator | None = None,
+    passages: Path | None = None,
+) -> ExtractResult:
     """Ingest if needed, link passages, run Algorithm 1 for the seeds, write the tables.
 
-    The LLM is loaded only when there is work: a finished extraction is reused as is."""
-    corpus = corpus or locate_corpus(cfg)
+    `passages` is the corpus as a passages table: the index's (`IndexArtifacts.passages_path`,
+    the same rows) when the caller has the index, else the KG parses the corpus into its own
+    copy (`passages_path`). The LLM is loaded only when there is work: a finished extraction is
+    reused as is."""
     ingest(cfg)
     _, ing_dir, ing_key = ingest_dir(cfg)
     out, key = _extract_dir(cfg, ing_key, corpus.sha256)
@@ -221,7 +230,7 @@ def extract(cfg, corpus: CorpusFile | None = None, generator=None) -> ExtractRes
     done = ArtifactDir(out)
     if done.complete:
         return ExtractResult.load(out, key, ing_dir, linked)
-    passages = passages_path(cfg, corpus)
+    passages = passages or passages_path(cfg, corpus)
     with KnowledgeGraph(ing_dir, passages, relation_filter(cfg), cfg.kg.enwiki_only) as graph:
         if not linked.exists():
             write_parquet_atomic(linked, graph.linked_entities(), cfg.store.compression)
@@ -282,12 +291,11 @@ def extract(cfg, corpus: CorpusFile | None = None, generator=None) -> ExtractRes
     return result
 
 
-def find_extract(cfg, corpus: CorpusFile | None = None) -> ExtractResult:
+def find_extract(cfg: PipelineConfig, corpus: CorpusFile) -> ExtractResult:
     """The finished extraction for this configuration, without building anything."""
     dump, ing_dir, ing_key = ingest_dir(cfg)
     if read_report(ing_dir) is None:
         raise KGNotReadyError(f"{dump} is not ingested yet; run `curriculum kg ingest`")
-    corpus = corpus or locate_corpus(cfg)
     out, key = _extract_dir(cfg, ing_key, corpus.sha256)
     if not ArtifactDir(out).complete:
         raise KGNotReadyError(

@@ -76,24 +76,6 @@ class Completion:
         return sum(h) / len(h) if h else None
 
 
-@runtime_checkable
-class EntropyGenerator(Generator, Protocol):
-    """A Generator that can also return per-token entropies, on request per call: plain
-    `generate` calls compute and send nothing extra."""
-
-    def generate_with_entropy(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        guides: Sequence[str | None] | None = None,
-        top_k: int = 5,
-    ) -> list[list[Completion]]:
-        """As `generate`, each completion with its token entropies. `top_k` is the number of
-        log-probs per token a backend without full distributions asks for (vLLM, HTTP; 5 is
-        the most OpenAI's completions API and our server return)."""
-        ...
-
-
 def check_guides(prompts: Sequence[str], guides: Sequence[str | None] | None) -> list | None:
     """`guides` as a list aligned with `prompts`, or None when no prompt is guided."""
     if guides is None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import orjson
 
+from pipeline.core.config import PipelineConfig
 from pipeline.llm.base import (
     Completion,
     Generator,
@@ -83,7 +84,7 @@ def score_key(model_id: str, prompt: str, continuation: str) -> str:
     return _key(["score", model_id, prompt, continuation])
 
 
-def default_cache_path(cfg) -> Path:
+def default_cache_path(cfg: PipelineConfig) -> Path:
     """llm.cache_path, or <store.out_dir>/llm_cache/responses.sqlite (relative to the repo)."""
     if cfg.llm.cache_path:
         return cfg.resolve_path(cfg.llm.cache_path)

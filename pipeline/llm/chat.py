@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from pipeline.core.config import PipelineConfig
 from pipeline.llm.base import generate_with_guides
 
 Render = Callable[[str], str]
@@ -54,7 +55,7 @@ def _tokenizer(ref: str, cache_dir: str):
     return AutoTokenizer.from_pretrained(resolve_llm(ref, cache_dir))
 
 
-def make_renderer(cfg) -> Render:
+def make_renderer(cfg: PipelineConfig) -> Render:
     """`llm.chat_template`: none (plain text), `model` (the tokenizer's own template), or the
     path of a Jinja template file; the tokenizer is `llm.tokenizer`, else `llm.model`."""
     llm = cfg.llm

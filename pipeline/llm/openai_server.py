@@ -45,6 +45,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.core.config import LLMServeConfig as Limits
+from pipeline.core.config import PipelineConfig
 from pipeline.core.wire import BodySizeLimit, Text, Texts
 from pipeline.llm.base import Generator, SamplingParams, generate_with_guides
 from pipeline.llm.model_worker import TIMEOUT, ModelWorker, RequestCancelled
@@ -87,14 +88,8 @@ def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
     )
 
 
-def create_completions_app(
-    generator: Generator, served_model_name: str | None = None, limits: Limits | None = None
-) -> FastAPI:
-    limits = limits or Limits()
-    model_name = served_model_name or generator.model_id
-    created = int(time.time())
-    worker = ModelWorker(limits.request_timeout_s, f"{_SETTING}.request_timeout_s")
-    in_flight = {"tokens": 0}  # sampled tokens asked for by queued and running requests
+def _request_models(limits: Limits) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The request bodies of `/v1/completions` and `/tokenize`, bounded by `limits`."""
 
     class StructuredOutputs(BaseModel):
         model_config = ConfigDict(extra="allow", strict=True)  # others are refused by name
@@ -127,14 +122,11 @@ def create_completions_app(
         prompt: Text
         add_special_tokens: bool = True
 
-    app = FastAPI(title="curriculum LLM (OpenAI-compatible)", version="1")
-    app.add_middleware(
-        BodySizeLimit,
-        max_bytes=limits.max_body_bytes,
-        setting=f"{_SETTING}.max_body_bytes",
-        render=_error,
-    )
-    app.router.on_shutdown.append(worker.shutdown)
+    return CompletionRequest, TokenizeRequest
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal in OpenAI's error body (see the module docstring for the statuses)."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -153,33 +145,112 @@ def create_completions_app(
     async def _cancelled(_: Request, exc: RequestCancelled) -> JSONResponse:
         return _error(504 if exc.reason == TIMEOUT else 499, exc.message)
 
-    def _check_chars(prompts: Sequence[str]) -> None:
+
+class _Checks:
+    """The checks of a request against `llm.serve`'s limits and the served model's name."""
+
+    def __init__(self, limits: Limits, model_name: str) -> None:
+        self.limits, self.model_name = limits, model_name
+
+    def chars(self, prompts: Sequence[str]) -> None:
         for i, p in enumerate(prompts):
-            if len(p) > limits.max_prompt_chars:
+            if len(p) > self.limits.max_prompt_chars:
                 raise APIError(
                     400,
-                    f"prompt {i} has {len(p)} characters; the limit is {limits.max_prompt_chars}"
-                    f" ({_SETTING}.max_prompt_chars)",
+                    f"prompt {i} has {len(p)} characters; the limit is "
+                    f"{self.limits.max_prompt_chars} ({_SETTING}.max_prompt_chars)",
                     "prompt",
                 )
 
-    def _check_tokens(counts: Sequence[int]) -> None:
+    def tokens(self, counts: Sequence[int]) -> None:
         for i, n in enumerate(counts):
-            if n > limits.max_prompt_tokens:
+            if n > self.limits.max_prompt_tokens:
                 raise APIError(
                     400,
-                    f"prompt {i} has {n} tokens; the limit is {limits.max_prompt_tokens}"
+                    f"prompt {i} has {n} tokens; the limit is {self.limits.max_prompt_tokens}"
                     f" ({_SETTING}.max_prompt_tokens)",
                     "prompt",
                 )
 
-    def _check_model(name: str | None) -> None:
-        if name and name != model_name:
+    def model(self, name: str | None) -> None:
+        if name and name != self.model_name:
             raise APIError(
                 404,
-                f"The model `{name}` does not exist; this server serves `{model_name}`",
+                f"The model `{name}` does not exist; this server serves `{self.model_name}`",
                 "model",
             )
+
+    def completion(self, req: Any, generator: Generator) -> None:
+        """What a completion request asks for, checked before any work: the model, the
+        fields this server does not implement, the prompts' number and size, logprobs."""
+        self.model(req.model)
+        if req.stream:
+            raise APIError(400, "stream=true is not supported by this server", "stream")
+        if req.suffix:
+            raise APIError(400, "suffix is not supported by this server", "suffix")
+        if req.best_of is not None and req.best_of != req.n:
+            raise APIError(400, "best_of other than n is not supported", "best_of")
+        prompts = req.prompt  # a single string arrives as a list of one
+        if not prompts:
+            raise APIError(400, "prompt: at least one prompt is required", "prompt")
+        if len(prompts) > self.limits.max_prompts:
+            raise APIError(
+                400,
+                f"{len(prompts)} prompts; the limit is {self.limits.max_prompts}"
+                f" ({_SETTING}.max_prompts)",
+                "prompt",
+            )
+        self.chars(prompts)
+        if req.max_tokens == 0 and not req.echo:
+            raise APIError(400, "max_tokens=0 is only allowed with echo=true", "max_tokens")
+        if req.logprobs is not None and not hasattr(generator, "token_logprobs"):
+            raise APIError(
+                400, f"logprobs are not supported by {type(generator).__name__}", "logprobs"
+            )
+
+    def cost(self, req: Any, in_flight: int) -> int:
+        """The sampled tokens a completion request asks for, within the request's limit and,
+        with the `in_flight` tokens of the queued and running requests, the server's."""
+        limits, prompts = self.limits, req.prompt
+        cost = len(prompts) * req.n * max(req.max_tokens, 1)
+        if cost > limits.max_request_tokens:
+            raise APIError(
+                400,
+                f"{len(prompts)} prompt(s) x n={req.n} x max_tokens={req.max_tokens} = {cost} "
+                f"sampled tokens; the limit is {limits.max_request_tokens} "
+                f"({_SETTING}.max_request_tokens)",
+                "max_tokens",
+            )
+        if in_flight + cost > limits.max_tokens_in_flight:
+            raise APIError(
+                429,
+                f"the server is busy: {in_flight} sampled tokens in flight, this "
+                f"request asks for {cost}; the limit is {limits.max_tokens_in_flight} "
+                f"({_SETTING}.max_tokens_in_flight); retry later",
+            )
+        return cost
+
+
+def create_completions_app(
+    generator: Generator, served_model_name: str | None = None, limits: Limits | None = None
+) -> FastAPI:
+    limits = limits or Limits()
+    model_name = served_model_name or generator.model_id
+    created = int(time.time())
+    worker = ModelWorker(limits.request_timeout_s, f"{_SETTING}.request_timeout_s")
+    in_flight = {"tokens": 0}  # sampled tokens asked for by queued and running requests
+    check = _Checks(limits, model_name)
+    CompletionRequest, TokenizeRequest = _request_models(limits)
+
+    app = FastAPI(title="curriculum LLM (OpenAI-compatible)", version="1")
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=limits.max_body_bytes,
+        setting=f"{_SETTING}.max_body_bytes",
+        render=_error,
+    )
+    app.router.on_shutdown.append(worker.shutdown)
+    _add_error_handlers(app)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -199,8 +270,8 @@ def create_completions_app(
 
     @app.post("/tokenize")
     def tokenize(req: TokenizeRequest) -> dict[str, Any]:
-        _check_model(req.model)
-        _check_chars([req.prompt])
+        check.model(req.model)
+        check.chars([req.prompt])
         tok = getattr(generator, "tokenizer", None)
         if tok is not None:
             ids = list(tok(req.prompt, add_special_tokens=req.add_special_tokens)["input_ids"])
@@ -213,7 +284,7 @@ def create_completions_app(
                     "add_special_tokens",
                 )
             ids, count = None, generator.count_tokens(req.prompt)
-        _check_tokens([count])
+        check.tokens([count])
         return {
             "count": count,
             "tokens": ids,
@@ -222,30 +293,8 @@ def create_completions_app(
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request) -> dict[str, Any]:
-        _check_model(req.model)
-        if req.stream:
-            raise APIError(400, "stream=true is not supported by this server", "stream")
-        if req.suffix:
-            raise APIError(400, "suffix is not supported by this server", "suffix")
-        if req.best_of is not None and req.best_of != req.n:
-            raise APIError(400, "best_of other than n is not supported", "best_of")
-        prompts = req.prompt  # a single string arrives as a list of one
-        if not prompts:
-            raise APIError(400, "prompt: at least one prompt is required", "prompt")
-        if len(prompts) > limits.max_prompts:
-            raise APIError(
-                400,
-                f"{len(prompts)} prompts; the limit is {limits.max_prompts}"
-                f" ({_SETTING}.max_prompts)",
-                "prompt",
-            )
-        _check_chars(prompts)
-        if req.max_tokens == 0 and not req.echo:
-            raise APIError(400, "max_tokens=0 is only allowed with echo=true", "max_tokens")
-        if req.logprobs is not None and not hasattr(generator, "token_logprobs"):
-            raise APIError(
-                400, f"logprobs are not supported by {type(generator).__name__}", "logprobs"
-            )
+        check.completion(req, generator)
+        prompts = req.prompt
         stop = tuple(req.stop or [])
         params = SamplingParams(
             n=req.n,
@@ -256,26 +305,11 @@ def create_completions_app(
             seed=req.seed,
         )
         regex = _guide(req)
-        cost = len(prompts) * req.n * max(req.max_tokens, 1)
-        if cost > limits.max_request_tokens:
-            raise APIError(
-                400,
-                f"{len(prompts)} prompt(s) x n={req.n} x max_tokens={req.max_tokens} = {cost} "
-                f"sampled tokens; the limit is {limits.max_request_tokens} "
-                f"({_SETTING}.max_request_tokens)",
-                "max_tokens",
-            )
-        if in_flight["tokens"] + cost > limits.max_tokens_in_flight:
-            raise APIError(
-                429,
-                f"the server is busy: {in_flight['tokens']} sampled tokens in flight, this "
-                f"request asks for {cost}; the limit is {limits.max_tokens_in_flight} "
-                f"({_SETTING}.max_tokens_in_flight); retry later",
-            )
+        cost = check.cost(req, in_flight["tokens"])
 
         def work() -> tuple[list[list[str]], list[dict] | None, dict[str, int], list[list[int]]]:
             prompt_tokens = [generator.count_tokens(p) for p in prompts]
-            _check_tokens(prompt_tokens)
+            check.tokens(prompt_tokens)
             if req.max_tokens > 0:
                 guides = [regex] * len(prompts) if regex else None
                 outs = generate_with_guides(generator, prompts, params, guides)
@@ -297,28 +331,39 @@ def create_completions_app(
             raise APIError(500, f"{type(exc).__name__}: {exc}") from exc
         finally:
             in_flight["tokens"] -= cost
-        choices = []
-        for i, p in enumerate(prompts):
-            for j, text in enumerate(outs[i]):
-                k = i * req.n + j
-                choices.append(
-                    {
-                        "index": k,
-                        "text": p + text if req.echo else text,
-                        "logprobs": lps[k] if lps is not None else None,
-                        "finish_reason": ("length" if n_tokens[i][j] >= req.max_tokens else "stop"),
-                    }
-                )
         return {
             "id": f"cmpl-{uuid.uuid4().hex}",
             "object": "text_completion",
             "created": int(time.time()),
             "model": model_name,
-            "choices": choices,
+            "choices": _choices(prompts, outs, lps, n_tokens, req),
             "usage": usage,
         }
 
     return app
+
+
+def _choices(
+    prompts: Sequence[str],
+    outs: list[list[str]],
+    lps: list[dict] | None,
+    n_tokens: list[list[int]],
+    req: Any,
+) -> list[dict[str, Any]]:
+    """The response's choices, prompt-major (`index = prompt_index * n + j`)."""
+    choices = []
+    for i, p in enumerate(prompts):
+        for j, text in enumerate(outs[i]):
+            k = i * req.n + j
+            choices.append(
+                {
+                    "index": k,
+                    "text": p + text if req.echo else text,
+                    "logprobs": lps[k] if lps is not None else None,
+                    "finish_reason": ("length" if n_tokens[i][j] >= req.max_tokens else "stop"),
+                }
+            )
+    return choices
 
 
 def _guide(req) -> str | None:
@@ -371,7 +416,7 @@ def _logprobs(
 
 
 def serve(
-    cfg,
+    cfg: PipelineConfig,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     served_model_name: str | None = None,

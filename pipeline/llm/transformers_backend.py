@@ -220,8 +220,7 @@ class TransformersGenerator:
         rngs: list | None,
         matchers: list | None = None,
         entropy: bool = False,
-    ) -> tuple[list[Completion], list[int]]:
-        """The completions of `rows` (n per row) and the tokens each one generated."""
+    ) -> tuple[list[Completion], list[int]]:  # n per row, and the tokens each generated
         n, st = params.n, self.stats
         share = self.share_prefix
         if not share:  # every sample prefills its own copy of its prompt

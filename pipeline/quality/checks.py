@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.catalog.store import Store, StoreError, connect_readonly
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow, write_parquet_atomic
@@ -30,6 +29,7 @@ from pipeline.quality.near_duplicates import (
     minhash_edges,
     semantic_edges,
 )
+from pipeline.store.store import Store, StoreError, connect_readonly
 from schemas.tables import schema_for
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -178,20 +178,6 @@ def cluster_catalog(
     )
 
 
-def refresh_catalog(cfg: PipelineConfig, store: Store) -> Path:
-    """Rebuild the catalog the way landing does (passages, selector, KG files and the quality
-    tables), so the views see the new tables at once."""
-    from pipeline.retrieval.index_build import find_index
-    from pipeline.run_context import RunContext
-    from pipeline.stages import find_kg, land_stage
-
-    run_id = store.latest_run_id()
-    if run_id is None:
-        raise BadInputError(f"no runs under {store.root}", "run `curriculum nightly` first")
-    ctx = RunContext.open(cfg, run_id, store)
-    return land_stage(ctx, find_index(cfg, ctx.corpus), find_kg(ctx)).catalog
-
-
 __all__ = [
     "BenchmarkResult",
     "ClusterResult",
@@ -200,5 +186,4 @@ __all__ = [
     "cluster_catalog",
     "decontaminate_catalog",
     "embedder_encode",
-    "refresh_catalog",
 ]

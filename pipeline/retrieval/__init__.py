@@ -4,14 +4,17 @@ interface (`base.RetrieverBackend`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
     from pipeline.retrieval.base import RetrieverBackend
     from pipeline.retrieval.embedding import Embedder
 
 
-def make_retriever(cfg: Any, index_dir: Path, embedder: Embedder | None = None) -> RetrieverBackend:
+def make_retriever(
+    cfg: PipelineConfig, index_dir: Path, embedder: Embedder | None = None
+) -> RetrieverBackend:
     """The configured backend (`retrieval.backend`) over the index in `index_dir`.
 
     `local` loads the FAISS index in this process (with `embedder`, or one built from the

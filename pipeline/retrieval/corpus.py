@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.compressed import open_checked
+from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import atomic_path, sha256_file
 from schemas.tables import PASSAGES
@@ -73,7 +74,7 @@ class CorpusFile:
     sha256: str
 
 
-def locate_corpus(cfg) -> CorpusFile:
+def locate_corpus(cfg: PipelineConfig) -> CorpusFile:
     path = cfg.resolve_path(cfg.corpus.path)
     if not path.exists():
         raise CorpusError(f"corpus not found: {path} (corpus.path)")
@@ -89,11 +90,6 @@ def split_contents(contents: str) -> tuple[str, str]:
     if len(title) >= 2 and title[0] == '"' and title[-1] == '"':
         title = title[1:-1]
     return title, (body.strip() if sep else "")
-
-
-def parse_line(line: str, fmt: Format) -> tuple[str, str, str]:
-    """Return (id, title, text) of one JSONL line or raise ValueError with the reason."""
-    return parse_record(_json(line), fmt)
 
 
 def _json(line: str) -> object:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import atomic_path, sha256_file, write_parquet_atomic
 from pipeline.core.model_refs import resolve_embedder
@@ -77,7 +78,7 @@ class Embedder:
         self._pool = None
 
     @classmethod
-    def from_config(cls, cfg) -> Embedder:
+    def from_config(cls, cfg: PipelineConfig) -> Embedder:
         e = cfg.embedding
         return cls(
             e.model,

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.http import RetryingClient, ServerError
 from pipeline.core.wire import valid_unicode
 from pipeline.retrieval.faiss_index import (
@@ -81,7 +82,7 @@ class HTTPRetriever:
         self._passages: PassageTable | None = None
 
     @classmethod
-    def from_config(cls, cfg: Any, index_dir: Path) -> HTTPRetriever:
+    def from_config(cls, cfg: PipelineConfig, index_dir: Path) -> HTTPRetriever:
         r, e = cfg.retrieval, cfg.embedding
         return cls(
             r.url,

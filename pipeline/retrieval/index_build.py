@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import ArtifactDir, content_key, utcnow, write_parquet_atomic
 from pipeline.executors.base import Executor
-from pipeline.retrieval.corpus import CorpusFile, CorpusReject, load_corpus, locate_corpus
+from pipeline.retrieval.corpus import CorpusFile, CorpusReject, load_corpus
 from pipeline.retrieval.embedding import Embedder, corpus_fingerprint, embed_corpus
 from pipeline.retrieval.faiss_index import INDEX_FILE, META_FILE, PASSAGES_FILE, build_faiss_index
 from schemas.tables import REJECTS
@@ -67,7 +68,7 @@ def _save_rejects(path: Path, rejects: list[CorpusReject], key: str) -> None:
     write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=REJECTS))
 
 
-def index_key(cfg, corpus_sha: str) -> str:
+def index_key(cfg: PipelineConfig, corpus_sha: str) -> str:
     e, i = cfg.embedding, cfg.index
     ident = {
         "corpus_sha256": corpus_sha,
@@ -88,16 +89,15 @@ class IndexNotBuiltError(RuntimeError):
     pass
 
 
-def index_dir(cfg, corpus: CorpusFile) -> ArtifactDir:
+def index_dir(cfg: PipelineConfig, corpus: CorpusFile) -> ArtifactDir:
     """Where the index of this corpus and these settings lives (finished or not)."""
     return ArtifactDir(
         cfg.resolve_path(cfg.store.out_dir) / "index" / index_key(cfg, corpus.sha256)
     )
 
 
-def find_index(cfg, corpus: CorpusFile | None = None) -> IndexArtifacts:
-    """The finished index for the configured corpus and settings, without building anything."""
-    corpus = corpus or locate_corpus(cfg)
+def find_index(cfg: PipelineConfig, corpus: CorpusFile) -> IndexArtifacts:
+    """The finished index for the corpus and settings, without building anything."""
     art = index_dir(cfg, corpus)
     out = art.path
     if not art.complete:
@@ -120,15 +120,16 @@ def find_index(cfg, corpus: CorpusFile | None = None) -> IndexArtifacts:
 
 
 def ensure_index(
-    cfg,
+    cfg: PipelineConfig,
     embedder: Embedder | None = None,
     progress: bool = True,
-    corpus: CorpusFile | None = None,
+    *,
+    corpus: CorpusFile,
     executor: Executor | None = None,
 ) -> IndexArtifacts:
-    """Build the index for the configured corpus, or reuse the finished one. The embedding
-    shards run on `executor` (this process by default); FAISS training and adding stay here."""
-    corpus = corpus or locate_corpus(cfg)
+    """Build the index of `corpus` (the configured corpus, located and hashed once by the
+    caller), or reuse the finished one. The embedding shards run on `executor` (this process
+    by default); FAISS training and adding stay here."""
     art = index_dir(cfg, corpus)
     out, key, corpus_path, corpus_sha = art.path, art.key, corpus.path, corpus.sha256
     if art.complete:

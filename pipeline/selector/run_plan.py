@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.catalog.store import Store
+from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import read_shard
 from pipeline.core.io import write_parquet_atomic
 from pipeline.selector import (
@@ -25,6 +25,7 @@ from pipeline.selector import (
     saved_iterations,
 )
 from pipeline.selector.state import latest_iteration
+from pipeline.store.store import Store
 from schemas.tables import RUN_PLAN
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,12 @@ class Plan:
     items: list[PlanItem]
 
 
-def selector_dirs(cfg) -> tuple[Path, Path]:
+def selector_dirs(cfg: PipelineConfig) -> tuple[Path, Path]:
     root = cfg.resolve_path(cfg.store.out_dir) / "selector"
     return root / "clusters", root / "state"
 
 
-def clusters_for(cfg, index_dir: Path, iteration: int) -> ClusterResult:
+def clusters_for(cfg: PipelineConfig, index_dir: Path, iteration: int) -> ClusterResult:
     """K_t = K0 + floor(alpha * (t - 1)) clusters for iteration t (t = 1, 2, ...); reused when
     the embeddings and K are unchanged."""
     k = cluster_count(cfg.selector.k0, cfg.selector.alpha, iteration - 1)
@@ -96,7 +97,11 @@ def subgraph_links(subgraphs: list[dict]) -> dict[str, str]:
 
 
 def make_plan(
-    cfg, store: Store, index_dir: Path, run_id: str, subgraphs: list[dict] | None = None
+    cfg: PipelineConfig,
+    store: Store,
+    index_dir: Path,
+    run_id: str,
+    subgraphs: list[dict] | None = None,
 ) -> Plan:
     """The run's plan: read it back on resume, otherwise draw it from the selector and attach
     the KG subgraph linked to each drawn passage, if any."""
@@ -136,7 +141,7 @@ def make_plan(
     return Plan(run_id, iteration, items)
 
 
-def feedback_pending(cfg, store: Store, run_id: str) -> bool:
+def feedback_pending(cfg: PipelineConfig, store: Store, run_id: str) -> bool:
     """The run was planned by the selector and its iteration's feedback is not saved yet: a
     run killed between generation and feedback is not finished."""
     plan = load_plan(store, run_id)
@@ -144,7 +149,7 @@ def feedback_pending(cfg, store: Store, run_id: str) -> bool:
 
 
 def apply_feedback(
-    cfg, index_dir: Path, plan: Plan, records: list[dict], solver_mean: float | None
+    cfg: PipelineConfig, index_dir: Path, plan: Plan, records: list[dict], solver_mean: float | None
 ) -> bool:
     """Feed a finished run back into the bandits and save the selector as its iteration.
 

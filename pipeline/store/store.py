@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import check_schema, conform, read_shard
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import check_identifier, is_identifier
@@ -109,7 +110,7 @@ class Store:
         self.root.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Store:
+    def from_config(cls, cfg: PipelineConfig) -> Store:
         return cls(
             cfg.resolve_path(cfg.store.out_dir),
             cfg.resolve_path(cfg.store.catalog),

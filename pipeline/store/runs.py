@@ -1,59 +1,21 @@
-"""Run identity (which run a nightly invocation works on) and the run record (resolved config
-+ hash) kept with every run."""
+"""Run identity (the id of a new run) and the run record (resolved config + hash) kept with
+every run. Which run an invocation works on is `pipeline/run_context.py:choose_run` (it asks
+the selector whether a run's feedback is pending, and the store sits below the selector)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
-from pipeline.catalog.store import Store
-from pipeline.core.identifiers import check_identifier
+from pipeline.core.config import PipelineConfig
 from pipeline.core.io import atomic_write_bytes, utcnow
+from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION
 
 
-def default_run_id(cfg, date: dt.date | None = None) -> str:
+def default_run_id(cfg: PipelineConfig, date: dt.date | None = None) -> str:
     """The id of a new run: same day + same config = same run."""
     date = date or utcnow().date()
     return f"{date:%Y%m%d}-{cfg.profile}-{cfg.config_hash()[:8]}"
-
-
-@dataclass(frozen=True)
-class RunChoice:
-    """The run a nightly invocation works on; `resumed` is the unfinished run's record when
-    the default picked one to resume."""
-
-    run_id: str
-    resumed: dict | None = None
-
-    def message(self) -> str | None:
-        r = self.resumed
-        if r is None:
-            return None
-        return (
-            f"resuming unfinished run {r['run_id']} (started {r['started_at']:%Y-%m-%d %H:%M} "
-            f"UTC, {r['status']}, {r['shards_completed']}/{r['shards_planned']} shards); "
-            "pass --run-id NAME for another run"
-        )
-
-
-def choose_run(store: Store, cfg, run_id: str | None = None) -> RunChoice:
-    """The run to work on: `run_id` when given; else the latest run of this configuration
-    (same config hash) if it did not complete or its selector feedback is pending, so a run
-    that crashed before midnight resumes after it; else a new run named by today's date."""
-    if run_id:
-        return RunChoice(check_identifier(run_id, "run id"))
-    latest = store.latest_run(cfg.config_hash())
-    if latest is None:
-        return RunChoice(default_run_id(cfg))
-    if latest["status"] != "completed":
-        return RunChoice(latest["run_id"], latest)
-    # Generation marks a run completed; one killed before its selector feedback is not done.
-    from pipeline.selector.run_plan import feedback_pending
-
-    if feedback_pending(cfg, store, latest["run_id"]):
-        return RunChoice(latest["run_id"], {**latest, "status": "generated, feedback pending"})
-    return RunChoice(default_run_id(cfg))
 
 
 def generation_shards_done(store: Store, run_id: str) -> int:
@@ -61,7 +23,7 @@ def generation_shards_done(store: Store, run_id: str) -> int:
     return sum(name.isdigit() for name in store.completed_shards(run_id, verify=False))
 
 
-def start_run(store: Store, cfg, run_id: str, shards_planned: int) -> dict:
+def start_run(store: Store, cfg: PipelineConfig, run_id: str, shards_planned: int) -> dict:
     """Create or resume the run record; a resumed run must have the same config hash."""
     prev = store.read_run(run_id)
     if prev and prev["config_hash"] != cfg.config_hash():

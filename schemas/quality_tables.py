@@ -1,0 +1,68 @@
+"""Contracts of the quality checks over the catalog (issue 17), written by `curriculum quality
+...` (and the nightly with quality.nightly) under <out>/quality/<table>/. Gathered with the
+others in schemas/tables.py."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from schemas.fields import TS, contract, f
+
+BENCHMARK_MATCHES = contract(
+    "benchmark_matches",
+    "A curriculum record that matches a benchmark item: the best item per record, benchmark "
+    "and method.",
+    [
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("benchmark", pa.string(), False, "name of the benchmark file (its stem)"),
+        f("item_id", pa.string(), False, "the benchmark item's id (or its 1-based line)"),
+        f(
+            "method",
+            pa.string(),
+            False,
+            "exact (Norm(question) equal) | ngram (word n-gram containment) | embedding "
+            "(cosine) | answer_evidence (answer and evidence passage both match)",
+        ),
+        f("score", pa.float64(), False, "1 for exact / answer_evidence; containment; cosine"),
+        f("benchmark_question", pa.string(), False),
+        f("checked_at", TS, False),
+    ],
+)
+
+BENCHMARK_CHECKS = contract(
+    "benchmark_checks",
+    "One decontamination pass of one benchmark file over the catalog, and its settings.",
+    [
+        f("benchmark", pa.string(), False),
+        f("path", pa.string(), False),
+        f("sha256", pa.string(), False),
+        f("items", pa.int64(), False, "benchmark items with a question"),
+        f("records_checked", pa.int64(), False),
+        f("run_ids", pa.list_(pa.string()), False, "runs whose records were checked"),
+        f("methods", pa.list_(pa.string()), False),
+        f("ngram_n", pa.int32(), False),
+        f("ngram_threshold", pa.float64(), False),
+        f("embedding_threshold", pa.float64(), doc="null when the embedding method was off"),
+        f("embedder_model", pa.string()),
+        f("records_flagged", pa.int64(), False),
+        f("checked_at", TS, False),
+    ],
+)
+
+QUESTION_CLUSTERS = contract(
+    "question_clusters",
+    "Near-duplicate clusters of the catalog's questions (MinHash LSH + embedding); every "
+    "checked record has a row, a singleton is its own cluster.",
+    [
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("cluster_id", pa.string(), False, "the smallest record_id of the cluster"),
+        f("cluster_size", pa.int32(), False),
+        f("nearest_record_id", pa.string(), doc="its most similar cluster member"),
+        f("method", pa.string(), doc="minhash | embedding: how it joined nearest_record_id"),
+        f("score", pa.float64(), doc="Jaccard of the word sets, or cosine"),
+        f("computed_at", TS, False),
+    ],
+)
+QUALITY_TABLES = ("benchmark_matches", "benchmark_checks", "question_clusters")
