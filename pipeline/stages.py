@@ -32,10 +32,9 @@ def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     """Build or reuse the index; the corpus lines it rejected are listed in this run's rejects."""
     art = ensure_index(ctx.cfg, progress=progress, corpus=ctx.corpus, executor=ctx.executor)
     rejects = art.rejects()
-    if rejects and "corpus" not in ctx.store.completed_shards(ctx.run_id, verify=False):
+    if rejects:
         rows = [{**r, "run_id": ctx.run_id} for r in rejects]
-        f = ctx.store.write_shard("rejects", ctx.run_id, utcnow().date(), "corpus", rows)
-        ctx.store.commit(ctx.run_id, "corpus", [f])
+        ctx.store.commit_once("rejects", ctx.run_id, utcnow().date(), "corpus", rows)
     return art
 
 

@@ -198,6 +198,16 @@ class Store:
                 out[entry["shard"]] = entry
         return out
 
+    def commit_once(
+        self, table: str, run_id: str, run_date: dt.date, shard: str, rows: list[dict]
+    ) -> bool:
+        """Write and commit a one-file shard group unless it is committed already (a rerun of
+        the run lists it once); True when it was written now."""
+        if shard in self.completed_shards(run_id, verify=False):
+            return False
+        self.commit(run_id, shard, [self.write_shard(table, run_id, run_date, shard, rows)])
+        return True
+
     def completed_shards(self, run_id: str, verify: bool = True) -> set[str]:
         """Shard groups whose files all exist (and match their checksums when verify)."""
         done: set[str] = set()
