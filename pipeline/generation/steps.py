@@ -132,8 +132,9 @@ class Gate(Step):
                 {"gate": self.name, "verdict": v.verdict, "rejected_by": rejected,
                  "detail": v.detail}
             )  # fmt: skip
-        passed = sum(v.verdict not in REJECTING for v in judged.values())
-        return len(judged), passed
+        # records in: those it judged (not `not_applicable` or `off`); out: those it passed
+        looked = [v.verdict for v in judged.values() if v.verdict not in ("not_applicable", "off")]
+        return len(looked), sum(v not in REJECTING for v in looked)
 
 
 # Steps by name: the built-in ones register themselves (generation.shards imports them), a
