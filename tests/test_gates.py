@@ -348,9 +348,10 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
         steps = dict(
             con.execute("SELECT step, sum(items) FROM shard_steps GROUP BY step").fetchall()
         )
-        judged, multi, gold, shortcut_rows = con.execute(
+        judged, multi, looked, gold, shortcut_rows = con.execute(
             "SELECT count(*) FILTER (WHERE shortcut IS NOT NULL), "
             "count(*) FILTER (WHERE shortcut_verdict IN ('pass', 'fail')), "
+            "count(*) FILTER (WHERE shortcut_verdict IN ('pass', 'fail', 'undetermined')), "
             "(SELECT count(*) FROM gate_rollouts g WHERE run_id = ? AND g.check = 'gold_evidence'),"
             " (SELECT count(*) FROM gate_rollouts g WHERE run_id = ? "
             "AND g.check <> 'gold_evidence') "
@@ -369,8 +370,10 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
         ).fetchone()[0]
     assert verified > 0
     assert {"propose", "solve", "verify", "gold_evidence", "controls"} <= set(steps)
-    # the shortcut rollouts ran exactly for the records it judged (shortcut_n=2, two checks)
-    assert judged == multi == steps.get("shortcut", 0) and shortcut_rows == judged * 2 * 2
+    # the shortcut rollouts ran exactly for the records it judged (shortcut_n=2, two checks);
+    # its shard_steps rows count those and the undetermined ones as the records it took in
+    assert judged == multi and shortcut_rows == judged * 2 * 2
+    assert steps["shortcut"] == looked
     assert steps["gold_evidence"] == verified  # every verified record, gates.gold_n answers each
     assert gold == sum(n for _, _, _, _, n in verdicts) and {n for *_, n in verdicts} == {3}
     for gold_correct, sc, un, hops, _ in verdicts:
