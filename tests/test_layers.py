@@ -133,12 +133,6 @@ def test_every_library_module_holds_one_concept_in_at_most_600_lines():
     assert not long, "split by concept:\n" + "\n".join(long)
 
 
-# Temporary allow-list: functions being rewritten elsewhere, over the limit until that lands.
-LONG_FUNCTIONS_ALLOWED = {
-    ("pipeline/generation/shards.py", "process_shard"),  # removed by the shard-steps change
-}
-
-
 def test_no_library_function_is_over_120_lines():
     long = []
     for p in sorted((ROOT / "pipeline").rglob("*.py")):
@@ -147,6 +141,6 @@ def test_no_library_function_is_over_120_lines():
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             n = node.end_lineno - node.lineno + 1  # from `def` to its last line
-            if n > 120 and (rel, node.name) not in LONG_FUNCTIONS_ALLOWED:
+            if n > 120:
                 long.append(f"{rel}:{node.lineno} {node.name}: {n} lines")
     assert not long, "split into named steps:\n" + "\n".join(long)

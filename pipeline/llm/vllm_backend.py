@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError, first_line
 from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
@@ -145,7 +146,9 @@ def config_engine_kwargs(llm, seed: int) -> dict[str, Any]:
     }
 
 
-def serve_command(cfg, host: str, port: int, served_model_name: str | None = None) -> list[str]:
+def serve_command(
+    cfg: PipelineConfig, host: str, port: int, served_model_name: str | None = None
+) -> list[str]:
     """vLLM's OpenAI server for `cfg.llm`, with the offline engine's settings as flags.
 
     The `vllm serve` entry point is `vllm.entrypoints.openai.api_server` (the CPU wheel's
