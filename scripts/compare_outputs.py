@@ -48,6 +48,10 @@ def stable_manifest(path: Path) -> dict:
         for k in keys[:-1]:
             node = node.get(k, {})
         node.pop(keys[-1], None)
+    for f in data.get("files", []):  # the card names its folder: compared on its own, normalised
+        if f.get("path") == "README.md":
+            f.pop("sha256", None)
+            f.pop("bytes", None)
     return data
 
 
@@ -76,6 +80,9 @@ def outputs(src: Path, settings: list[str], run_id: str, work: Path) -> dict[str
             if rel == "manifest.json":
                 fields = flat(stable_manifest(p))
                 out.update({f"export/manifest.json:{k}": v for k, v in fields.items()})
+            elif rel == "README.md":  # the card's commands name the export folder itself
+                text = p.read_text().replace(str(export), "<export>")
+                out[f"export/{rel}"] = hashlib.sha256(text.encode()).hexdigest()
             else:
                 out[f"export/{rel}"] = sha256(p)
     return out
