@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 from tqdm import tqdm
 
 from pipeline.agents.prompts import load_few_shot, load_kg_shots
+from pipeline.core.config import PipelineConfig
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.executors.base import Executor, LocalExecutor, Progress, WorkerStatus
 from pipeline.generation.shards import GenerationContext, process_shard, rows_by_cluster
@@ -62,7 +62,7 @@ class GenerationStep:
     backend: transformers, vLLM on the worker's GPU, or an HTTP client), the retriever and the
     few-shot examples once per worker; only the settings travel to a worker."""
 
-    cfg: Any
+    cfg: PipelineConfig
     store: Store
     run_id: str
     run_date: dt.date
