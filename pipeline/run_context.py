@@ -38,11 +38,11 @@ class RunContext:
         cls,
         cfg: PipelineConfig,
         run_id: str,
-        store: Store | None = None,
+        store: Store,
         executor: Executor | None = None,
     ) -> RunContext:
-        """The context of run `run_id`; hashes the corpus (once for the whole run)."""
-        store = store or Store.from_config(cfg)
+        """The context of run `run_id` on the run's one `store` (the flow opened it to choose
+        the run); hashes the corpus (once for the whole run)."""
         return cls(cfg, store, run_id, locate_corpus(cfg), executor or LocalExecutor())
 
     @property

@@ -106,7 +106,7 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
     corpus = tmp_path / "broken.jsonl"
     corpus.write_text("".join(lines), encoding="utf-8")
     cfg = tmp_cfg(f"corpus.path={corpus}", "corpus.on_error=reject", "corpus.error_budget=0.05")
-    ctx = RunContext.open(cfg, "run-a")
+    ctx = RunContext.open(cfg, "run-a", Store.from_config(cfg))
     art = index_stage(ctx, progress=False)
     again = index_stage(ctx, progress=False)  # a task retry: no duplicate listing
     assert art.passages == 40 and again.reused

@@ -638,6 +638,7 @@ PREFECT_SCRIPT = textwrap.dedent(
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
     from pipeline.core.config import load_config
     from pipeline.run_context import RunContext
+    from pipeline.store.store import Store
     from flows.report import artifact_key, report_task
 
     out, catalog, run_id = sys.argv[1:4]
@@ -645,7 +646,7 @@ PREFECT_SCRIPT = textwrap.dedent(
     @flow(name="report-only")
     def report_only():
         cfg = load_config(None, [f"store.out_dir={out}", f"store.catalog={catalog}"])
-        return report_task(RunContext.open(cfg, run_id))
+        return report_task(RunContext.open(cfg, run_id, Store.from_config(cfg)))
 
     state = report_only(return_state=True)
     rep, flow_run_id = state.result(), state.state_details.flow_run_id
