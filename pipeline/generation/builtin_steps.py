@@ -340,6 +340,7 @@ class Controls(Step):
 
     share: float
     sampling: VerifierRun  # the verifier's settings; methods and seed are set per shard
+    primary: str  # the run's verifier method: it fills the curriculum's v_* columns
     name = "controls"
     reads = ("ver_items", "by_method", "gates")
     adds = ("v_shuffled", "v_answer_only", "v_off_topic")
@@ -350,14 +351,14 @@ class Controls(Step):
             return None
         v = cfg.verifier
         return cls(cfg.gates.controls_share, VerifierRun(
-            (), v.m, v.temperature, v.top_p, cfg.generation.answer_max_tokens, 0))  # fmt: skip
+            (), v.m, v.temperature, v.top_p, cfg.generation.answer_max_tokens, 0),
+            load("verifier method", v.method).primary)  # fmt: skip
 
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         if not st.ver_items:
             return 0, 0
         # the record's own method first: it fills the curriculum's v_* columns
-        primary = load("verifier method", ctx.cfg.verifier.method).primary
-        order = (primary, "mc", "teacher_forced", "teacher_forced_pmi")
+        order = (self.primary, "mc", "teacher_forced", "teacher_forced_pmi")
         methods = tuple(dict.fromkeys(m for m in order if m in st.by_method))
         subjects = control_subjects(
             st.ver_items,

@@ -108,8 +108,9 @@ class ShardOutput:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-# The tables the Rows step fills (ShardOutput's fields but the runner's accounting).
-SHARD_TABLES = tuple(f.name for f in fields(ShardOutput))[:-2]
+# The tables the Rows step fills: ShardOutput's fields but the runner's own accounting.
+RUNNER_TABLES = ("shard_steps", "record_costs")
+SHARD_TABLES = tuple(f.name for f in fields(ShardOutput) if f.name not in RUNNER_TABLES)
 
 
 def build_targets(
@@ -193,13 +194,16 @@ class Rows(Step):
 
     rewards: RewardConfig
     v_quantile: float
+    proposer: ProposerSettings  # what proposer_rollouts records of it (the seed is the shard's)
+    config_hash: str
     name = "rows"
     reads = ("proposed", "gates")
     adds = ("tables",)
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Rows:
-        return cls(cfg.rewards, cfg.gates.v_quantile)
+        return cls(cfg.rewards, cfg.gates.v_quantile, ProposerSettings.from_config(cfg),
+                   cfg.config_hash())  # fmt: skip
 
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         r, gen, run_id, now = self.rewards, ctx.generator, ctx.run_id, st.now
@@ -210,9 +214,9 @@ class Rows(Step):
             model=gen.model_id,
             embedder_model=ctx.embedder_model,
             index_fingerprint=ctx.retriever.fingerprint,
-            config_hash=ctx.cfg.config_hash(),
+            config_hash=self.config_hash,
         )
-        pro_settings = ProposerSettings.from_config(ctx.cfg, st.seed)
+        pro_settings = replace(self.proposer, seed=st.seed)
         t: dict[str, list[dict]] = {name: [] for name in SHARD_TABLES}
         for i, res in enumerate(st.proposed):
             p, roll = res.proposal, res.rollout
