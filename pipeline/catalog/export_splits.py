@@ -5,6 +5,7 @@ hand-made rows."""
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -195,10 +196,7 @@ class Drops:
         }
 
     def _custom(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for d in self.gated:
-            out[d.reason] = out.get(d.reason, 0) + 1
-        return dict(sorted(out.items()))
+        return dict(sorted(Counter(d.reason for d in self.gated).items()))
 
 
 def drop_and_dedupe(
