@@ -24,6 +24,7 @@ import duckdb
 import yaml
 
 from pipeline.core.config import PipelineConfig, load_config
+from pipeline.core.variants import load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,11 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def caps(c: PipelineConfig) -> dict[str, float]:
     """Per record, the most tokens each step may generate under config `c`."""
     g, r, v, q = c.generation, c.rewards, c.verifier, c.gates
-    mc = v.method in ("mc", "both")
+    estimators = load("verifier method", v.method).estimators
+    mc, tf = "mc" in estimators, "teacher_forced" in estimators
+    # a teacher-forced score is a forward pass; vLLM samples one token per scored prompt
     return {
         "propose": g.question_attempts * g.proposer_max_tokens,
         "solve": r.n_solver * g.max_turns * g.solver_max_tokens,
-        "verify": (2 * v.m * g.answer_max_tokens if mc else 0) + (0 if v.method == "mc" else 1),
+        "verify": (2 * v.m * g.answer_max_tokens if mc else 0) + (2 if tf else 0),
         "gold_evidence": q.gold_n * g.answer_max_tokens,
         "shortcut": 2 * q.shortcut_n * min(g.max_turns, 3) * g.solver_max_tokens * q.shortcut,
         "controls": 3 * (v.m * g.answer_max_tokens if mc else 1) * q.controls,
