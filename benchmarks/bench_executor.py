@@ -136,7 +136,7 @@ def overhead(args) -> None:
             f"verifier.m={args.m}",
         ],
     )
-    art = ensure_index(cfg, progress=False, corpus=locate_corpus(cfg))
+    art = ensure_index(cfg, progress=False, corpus=locate_corpus(cfg), out_dir=OUT / "gen")
     plan = plan_for(cfg, art.dir, args.shards * args.shard_size)
     t = time.perf_counter()
     ray_exec = RayExecutor(cfg.executor)

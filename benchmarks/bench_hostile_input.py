@@ -199,7 +199,7 @@ def retrieval_abandon(tmp: Path) -> None:
 
     sets = [f"store.out_dir={tmp / 'out'}"]
     cfg = load_config(None, sets)
-    ensure_index(cfg, progress=False, corpus=locate_corpus(cfg))
+    ensure_index(cfg, progress=False, corpus=locate_corpus(cfg), out_dir=tmp / "out")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -210,7 +210,7 @@ def bench_ingest(args) -> dict:
 def bench_expansion(args) -> dict:
     from pipeline.core.config import load_config
     from pipeline.kg.dump import ingest_dump
-    from pipeline.kg.extract import choose_seeds, relation_filter
+    from pipeline.kg.extract import KGInputs, choose_seeds
     from pipeline.kg.graph import KnowledgeGraph
     from pipeline.kg.subgraphs import ExpansionSettings, expand_paths
     from pipeline.llm.transformers_backend import TransformersGenerator
@@ -224,7 +224,8 @@ def bench_expansion(args) -> dict:
     gen = TransformersGenerator.from_config(cfg.llm)
     settings = ExpansionSettings.from_config(cfg.kg, cfg.seed)
     result = {}
-    with KnowledgeGraph(base / "kg", base / "passages.parquet", relation_filter(cfg)) as graph:
+    relations = KGInputs.from_config(cfg).relation_filter()
+    with KnowledgeGraph(base / "kg", base / "passages.parquet", relations) as graph:
         seeds = choose_seeds(graph, args.seeds, cfg.seed)
         expand_paths(graph, gen, seeds[:2], settings)  # warm-up (stop-string tables, caches)
         for mode in ("batched", "per_seed"):

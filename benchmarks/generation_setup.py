@@ -37,7 +37,8 @@ class Engine:
 
 def load_engine(cfg: PipelineConfig) -> Engine:
     embedder = Embedder.from_config(cfg)
-    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
+    root = Store.from_config(cfg).root
+    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=root)
     retriever = Retriever(art.dir, embedder, cfg.index.nprobe, threads=cfg.index.threads)
     shots = load_few_shot(cfg.resolve_path(cfg.generation.few_shot))
     return Engine(embedder, make_generator(cfg.llm), retriever, shots)

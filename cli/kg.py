@@ -27,11 +27,14 @@ def ingest_command(
     ] = None,
 ) -> None:
     """Stream the dump (kg.dump_path) into entities / edges / rejects Parquet parts."""
+    from pipeline.kg.extract import KGInputs
     from pipeline.kg.extract import ingest as run_ingest
+    from pipeline.store.store import Store
 
     cfg = config_or_fail(profile, overrides)
+    dump, root = KGInputs.from_config(cfg).dump, Store.from_config(cfg).root
     with stage_errors(HINT, "aborted: committed chunks are kept; rerun to resume"):
-        rep = run_ingest(cfg, workers)
+        rep = run_ingest(cfg, dump, root, workers)
     state = "unchanged, reused" if rep.reused else f"{rep.seconds:.1f}s"
     # One count of reject rows, the number the rejects table holds, with what makes it up.
     parts = [f"{rep.rejects} bad line(s)"]
@@ -79,10 +82,11 @@ def stats(
     """Figure-5 style report: path lengths, answer types, relations, relations per subgraph."""
     from pipeline.kg.extract import KGNotReadyError, find_extract, format_stats
     from pipeline.retrieval.corpus import locate_corpus
+    from pipeline.store.store import Store
 
     cfg = config_or_fail(profile, overrides)
     try:
-        res = find_extract(cfg, locate_corpus(cfg))
+        res = find_extract(cfg, locate_corpus(cfg), Store.from_config(cfg).root)
     except (KGNotReadyError, FileNotFoundError) as exc:
         fail(str(exc), "run `curriculum kg extract` with the same profile and --set flags")
     if as_json:

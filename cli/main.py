@@ -114,7 +114,7 @@ def nightly_command(
     try:
         # Fail in a second, before importing Prefect and starting its server; the flow then
         # holds the lock for the whole run.
-        with store_run_lock(cfg.resolve_path(cfg.store.out_dir), run_id):
+        with store_run_lock(store.root, run_id):
             pass
         check_address(cfg.executor)  # a Ray cluster nobody runs at executor.address
         if choice.message():  # only once the store is free: nothing resumes otherwise
@@ -210,9 +210,10 @@ def _retriever(cfg: PipelineConfig):
     from pipeline.retrieval.embedding import Embedder
     from pipeline.retrieval.faiss_index import IndexMismatchError, Retriever
     from pipeline.retrieval.index_build import IndexNotBuiltError, find_index
+    from pipeline.store.store import Store
 
     try:
-        art = find_index(cfg, locate_corpus(cfg))
+        art = find_index(cfg, locate_corpus(cfg), Store.from_config(cfg).root)
         return Retriever(art.dir, Embedder.from_config(cfg), cfg.index.nprobe)
     except (IndexNotBuiltError, IndexMismatchError, FileNotFoundError, BadInputError) as exc:
         fail(str(exc), "run `curriculum index build` with the same profile and --set flags")
@@ -338,9 +339,10 @@ def selector_show(
     from pipeline.selector import saved_iterations, ucb_scores
     from pipeline.selector.run_plan import selector_dirs
     from pipeline.selector.state import iteration_dir
+    from pipeline.store.store import Store
 
     cfg = config_or_fail(profile, overrides)
-    _, state_dir = selector_dirs(cfg)
+    _, state_dir = selector_dirs(Store.from_config(cfg).root)
     saved = saved_iterations(state_dir)
     if not saved:
         fail(f"no selector state under {state_dir}", "run the nightly flow first")

@@ -11,12 +11,15 @@ from pipeline.retrieval.index_build import ensure_index
 from pipeline.selector import ClusterResult
 from pipeline.selector.run_plan import clusters_for, selector_dirs
 from pipeline.selector.state import latest_iteration
+from pipeline.store.store import Store
 
 
 @task(name="cluster", **RETRY)
-def cluster_task(cfg: PipelineConfig, corpus: CorpusFile, iteration: int) -> ClusterResult:
-    index = ensure_index(cfg, corpus=corpus)
-    return clusters_for(cfg, index.dir, iteration)
+def cluster_task(
+    cfg: PipelineConfig, corpus: CorpusFile, store: Store, iteration: int
+) -> ClusterResult:
+    index = ensure_index(cfg, corpus=corpus, out_dir=store.root)
+    return clusters_for(cfg, index.dir, iteration, store.root)
 
 
 @flow(name="cluster-corpus", log_prints=True)
@@ -27,9 +30,10 @@ def cluster_corpus(
 ) -> ClusterResult:
     """Mini-batch k-means over the embedding shards (reused when nothing changed)."""
     cfg = load_config(profile, overrides or [])
-    _, state_dir = selector_dirs(cfg)
+    store = Store.from_config(cfg)
+    _, state_dir = selector_dirs(store.root)
     t = iteration or (latest_iteration(state_dir) or 0) + 1
-    result = cluster_task(cfg, locate_corpus(cfg), t)
+    result = cluster_task(cfg, locate_corpus(cfg), store, t)
     get_run_logger().info(
         "iteration %d: K=%d clusters over %d passages at %s", t, result.k, result.n_rows, result.dir
     )

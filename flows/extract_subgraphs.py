@@ -8,16 +8,18 @@ from flows.retry import RETRY
 from pipeline.core.config import PipelineConfig, load_config
 from pipeline.kg import extract as kg
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
+from pipeline.store.store import Store
 
 
 @task(name="kg-ingest", **RETRY)
-def ingest_task(cfg: PipelineConfig) -> kg.IngestReport:
-    return kg.ingest(cfg)
+def ingest_task(cfg: PipelineConfig, store: Store) -> kg.IngestReport:
+    return kg.ingest(cfg, kg.KGInputs.from_config(cfg).dump, store.root)
 
 
 @task(name="kg-extract", **RETRY)
-def extract_task(cfg: PipelineConfig, corpus: CorpusFile) -> kg.ExtractResult:
-    return kg.extract(cfg, corpus)
+def extract_task(cfg: PipelineConfig, corpus: CorpusFile, store: Store) -> kg.ExtractResult:
+    # No index here: the KG parses the corpus into its own passages table (cached by its sha).
+    return kg.extract(cfg, corpus, store.root, kg.passages_path(cfg, corpus, store.root))
 
 
 @flow(name="extract-subgraphs", log_prints=True)
@@ -27,7 +29,8 @@ def extract_subgraphs(
     """Dump -> entities/edges (reused when unchanged) -> subgraphs + Figure-5 statistics."""
     cfg = load_config(profile, overrides or [])
     log = get_run_logger()
-    rep = ingest_task(cfg)
+    store = Store.from_config(cfg)
+    rep = ingest_task(cfg, store)
     log.info(
         "dump %s: %d items, %d properties, %d edges, %d rejects (%d bad lines, %d duplicate "
         "entities, %d repaired lines) (%s)",
@@ -41,7 +44,7 @@ def extract_subgraphs(
         rep.repaired,
         "reused" if rep.reused else f"{rep.seconds:.1f}s",
     )
-    res = extract_task(cfg, locate_corpus(cfg))
+    res = extract_task(cfg, locate_corpus(cfg), store)
     log.info(
         "%d subgraphs from %d seeds at %s (%s)\n%s",
         res.subgraphs,

@@ -31,7 +31,7 @@ def land(
     if run_id is None:
         raise ValueError(f"no runs under {store.root}; run the nightly flow first")
     ctx = RunContext.open(cfg, run_id, store)
-    summary = land_task(ctx, find_index(cfg, ctx.corpus), find_kg(ctx))
+    summary = land_task(ctx, find_index(cfg, ctx.corpus, store.root), find_kg(ctx))
     report = report_task(ctx)
     get_run_logger().info("catalog %s, report %s", summary.catalog, report.markdown_path)
     return summary

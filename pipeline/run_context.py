@@ -81,7 +81,7 @@ def choose_run(store: Store, cfg: PipelineConfig, run_id: str | None = None) -> 
     if latest["status"] != "completed":
         return RunChoice(latest["run_id"], latest)
     # Generation marks a run completed; one killed before its selector feedback is not done.
-    if feedback_pending(cfg, store, latest["run_id"]):
+    if feedback_pending(store, latest["run_id"]):
         return RunChoice(latest["run_id"], {**latest, "status": "generated, feedback pending"})
     return RunChoice(default_run_id(cfg))
 

@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 
 def index_stage(ctx: RunContext, progress: bool = True) -> IndexArtifacts:
     """Build or reuse the index; the corpus lines it rejected are listed in this run's rejects."""
-    art = ensure_index(ctx.cfg, progress=progress, corpus=ctx.corpus, executor=ctx.executor)
+    art = ensure_index(
+        ctx.cfg, progress=progress, corpus=ctx.corpus, out_dir=ctx.store.root, executor=ctx.executor
+    )
     rejects = art.rejects()
     if rejects:
         rows = [{**r, "run_id": ctx.run_id} for r in rejects]
@@ -43,7 +45,7 @@ def kg_stage(ctx: RunContext, index: IndexArtifacts) -> kg.ExtractResult | None:
     corpus's passages are the index's passages table (not parsed again)."""
     if not ctx.cfg.kg.nightly:
         return None
-    return kg.extract(ctx.cfg, ctx.corpus, passages=index.passages_path)
+    return kg.extract(ctx.cfg, ctx.corpus, ctx.store.root, index.passages_path)
 
 
 def generate_stage(
@@ -96,7 +98,7 @@ def feedback_stage(ctx: RunContext, index: IndexArtifacts) -> bool:
     rollouts = store.read_run_table(run_id, "solver_rollouts")
     # R_sol = EM + λ_E·F1(ê, e) per rollout; normalised by its range in run_score.
     solver_mean = pc.mean(rollouts["solver_reward"]).as_py() if len(rollouts) else None
-    return apply_feedback(ctx.cfg, index.dir, plan, records, solver_mean)
+    return apply_feedback(ctx.cfg, store, index.dir, plan, records, solver_mean)
 
 
 def find_kg(ctx: RunContext) -> kg.ExtractResult | None:
@@ -105,7 +107,7 @@ def find_kg(ctx: RunContext) -> kg.ExtractResult | None:
     if not ctx.cfg.kg.nightly:
         return None
     try:
-        return kg.find_extract(ctx.cfg, ctx.corpus)
+        return kg.find_extract(ctx.cfg, ctx.corpus, ctx.store.root)
     except kg.KGNotReadyError:
         log.warning("no subgraphs extracted for this configuration")
         return None
@@ -113,8 +115,8 @@ def find_kg(ctx: RunContext) -> kg.ExtractResult | None:
 
 def selector_artifacts(ctx: RunContext) -> dict[str, list[Path]]:
     """Selector files for the catalog: clusterings, per-iteration state and usage, run plans."""
-    clusters_dir, state_dir = selector_dirs(ctx.cfg)
     out = ctx.store.root
+    clusters_dir, state_dir = selector_dirs(out)
     return {
         "clusters": sorted(clusters_dir.glob("*/clusters.parquet")),
         "selector_state": sorted(state_dir.glob("iteration=*/selector_state.parquet")),
@@ -202,4 +204,4 @@ def refresh_catalog(cfg: PipelineConfig, store: Store) -> Path:
     if run_id is None:
         raise BadInputError(f"no runs under {store.root}", "run `curriculum nightly` first")
     ctx = RunContext.open(cfg, run_id, store)
-    return land_stage(ctx, find_index(cfg, ctx.corpus), find_kg(ctx)).catalog
+    return land_stage(ctx, find_index(cfg, ctx.corpus, store.root), find_kg(ctx)).catalog

@@ -372,11 +372,11 @@ def test_hub_ids_and_registry_refs_pass_the_path_check():
 def test_directory_as_dump_path_is_one_line(tmp_path):
     from pipeline.core.config import load_config
     from pipeline.kg.dump import DumpError
-    from pipeline.kg.extract import ingest_dir
+    from pipeline.kg.extract import KGInputs, ingest_dir
 
     cfg = load_config(None, [f"kg.dump_path={tmp_path}", f"store.out_dir={tmp_path / 'o'}"])
     with pytest.raises(DumpError, match=r"is a directory; kg\.dump_path must"):
-        ingest_dir(cfg)
+        ingest_dir(cfg, KGInputs.from_config(cfg).dump, tmp_path / "o")
     out = f"store.out_dir={tmp_path / 'o'}"
     res = invoke("kg", "ingest", "--set", f"kg.dump_path={tmp_path}", "--set", out)
     one_line_error(res, str(tmp_path), "is a directory")

@@ -81,7 +81,9 @@ def test_query_model_mismatch_is_refused(embedder, sample_index):
 
     assert sample_index.passages >= 400 and not sample_index.reused  # built by the fixture
     cfg = load_config(None, [f"store.out_dir={sample_index.out}"])
-    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg))
+    art = ensure_index(
+        cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=sample_index.out
+    )
     assert art.reused and art.dir == sample_index.dir
     embedder_e5 = type(embedder).__new__(type(embedder))
     embedder_e5.__dict__.update(embedder.__dict__, query_prompt="query: ")

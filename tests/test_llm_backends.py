@@ -822,9 +822,10 @@ def test_cache_survives_sigkill(tmp_path):
 
 
 def test_make_generator_wraps_the_backend_in_the_cache(tmp_path):
-    from pipeline.core.config import LLMConfig, load_config
+    from pipeline.core.config import PROJECT_ROOT, LLMConfig, load_config
     from pipeline.llm import make_generator
     from pipeline.llm.cache import default_cache_path
+    from pipeline.store.store import Store
 
     cfg = LLMConfig(backend="http", base_url="http://127.0.0.1:9/v1", model="m")
     assert isinstance(make_generator(cfg), HTTPGenerator)  # no path: uncached
@@ -834,7 +835,10 @@ def test_make_generator_wraps_the_backend_in_the_cache(tmp_path):
     off = LLMConfig(backend="http", base_url="http://x", model="m", cache=False)
     assert isinstance(make_generator(off, cache_path=tmp_path / "c.sqlite"), HTTPGenerator)
     full = load_config(None, [f"store.out_dir={tmp_path}"])
-    assert default_cache_path(full) == tmp_path / "llm_cache" / "responses.sqlite"
+    root = Store.from_config(full).root
+    assert default_cache_path(full, root) == tmp_path / "llm_cache" / "responses.sqlite"
+    named = load_config(None, ["llm.cache_path=elsewhere/r.sqlite"])  # relative to the repo
+    assert default_cache_path(named, root) == PROJECT_ROOT / "elsewhere" / "r.sqlite"
     with pytest.raises(ValueError, match="max_concurrency"):
         load_config(None, ["llm.max_concurrency=0"])
 

@@ -456,7 +456,7 @@ def test_nightly_quality_step_checks_the_landed_catalog(landed_run, tmp_path, re
     nq = realdata / "nq_test_16.jsonl"
     off = load_config(None, settings)
     ctx = RunContext.open(off, landed_run.run_id, Store.from_config(off))
-    index, kg = find_index(off, ctx.corpus), find_kg(ctx)
+    index, kg = find_index(off, ctx.corpus, ctx.store.root), find_kg(ctx)
     assert quality_stage(ctx, index, kg) is None  # off by default: nothing written
     assert not (out / "quality").exists()
 

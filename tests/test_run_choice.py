@@ -88,7 +88,7 @@ def test_a_run_killed_between_generation_and_feedback_is_resumed(tmp_cfg):
     write_parquet_atomic(store.run_dir("generated") / PLAN_FILE, table)
     choice = choose_run(store, cfg)
     assert choice.run_id == "generated" and "feedback pending" in choice.message()
-    saved = selector_dirs(cfg)[1] / "iteration=0001"
+    saved = selector_dirs(store.root)[1] / "iteration=0001"
     saved.mkdir(parents=True)
     (saved / META_FILE).write_text("{}")  # what marks an iteration's state as saved
     assert choose_run(store, cfg).run_id == default_run_id(cfg)

@@ -237,11 +237,15 @@ def test_llm_guided_extraction_on_the_sample(llm, tmp_cfg):
     import pipeline.kg.extract as kg
     from cli.kg import kg_app
     from pipeline.retrieval.corpus import locate_corpus
+    from pipeline.store.store import Store
 
     overrides = ["kg.num_seeds=4", "kg.max_hops=5"]
     cfg = tmp_cfg(*overrides)
     gen = RecordingGenerator(llm)
-    res = kg.extract(cfg, locate_corpus(cfg), generator=gen)
+    root = Store.from_config(cfg).root
+    corpus_file = locate_corpus(cfg)
+    passages = kg.passages_path(cfg, corpus_file, root)
+    res = kg.extract(cfg, corpus_file, root, passages, generator=gen)
     assert not res.reused and res.seeds == 4
     table = res.read_subgraphs()  # checked against the SUBGRAPHS contract
     rows = table.to_pylist()
@@ -279,7 +283,7 @@ def test_llm_guided_extraction_on_the_sample(llm, tmp_cfg):
     assert rejects.num_rows == res.rejected
 
     # Unchanged inputs: the extraction is reused, no model needed.
-    again = kg.extract(cfg, locate_corpus(cfg))
+    again = kg.extract(cfg, corpus_file, root, passages)
     assert again.reused and again.subgraphs == res.subgraphs
 
     sets = [x for o in [*overrides, f"store.out_dir={cfg.store.out_dir}"] for x in ("-s", o)]

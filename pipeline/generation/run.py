@@ -88,7 +88,7 @@ class GenerationStep:
         self.context = GenerationContext(
             cfg=cfg,
             store=self.store,
-            generator=make_generator(cfg.llm, default_cache_path(cfg), cfg.seed),
+            generator=make_generator(cfg.llm, default_cache_path(cfg, self.store.root), cfg.seed),
             # the local backend loads the embedder itself; http queries the shared server
             retriever=make_retriever(cfg, self.index_dir),
             run_id=self.run_id,

@@ -66,31 +66,51 @@ def _file_sha(path: Path | None) -> str | None:
     return sha256_file(path) if path is not None else None
 
 
-def kg_root(cfg: PipelineConfig) -> Path:
-    return cfg.resolve_path(cfg.store.out_dir) / "kg"
+def kg_root(out_dir: Path) -> Path:
+    """The KG's artifacts under the store's root (`Store.root`)."""
+    return out_dir / "kg"
 
 
-def ingest_dir(cfg: PipelineConfig) -> tuple[Path, Path, str]:
-    """(dump path, ingest directory, ingest key) for the configured dump."""
-    dump = cfg.resolve_path(cfg.kg.dump_path)
+@dataclass(frozen=True)
+class KGInputs:
+    """The KG stage's input files, resolved once (relative paths are the project's): the
+    dump, and the relation block and allow lists."""
+
+    dump: Path
+    block_list: Path
+    allow_list: Path | None
+
+    @classmethod
+    def from_config(cls, cfg: PipelineConfig) -> KGInputs:
+        kg, resolve = cfg.kg, cfg.resolve_path
+        return cls(resolve(kg.dump_path), resolve(kg.block_list), resolve(kg.allow_list))
+
+    def relation_filter(self) -> RelationFilter:
+        return RelationFilter.from_files(self.block_list, self.allow_list)
+
+
+def ingest_dir(cfg: PipelineConfig, dump: Path, out_dir: Path) -> tuple[Path, str]:
+    """(ingest directory, ingest key) for the dump `dump` (`KGInputs.dump`)."""
     if not dump.exists():
         raise DumpError(f"Wikidata dump not found: {dump} (kg.dump_path)")
     if not dump.is_file():  # a directory or a device: hashed below, so refused first
         what = "a directory" if dump.is_dir() else "not a regular file"
         raise DumpError(f"{dump}: is {what}; kg.dump_path must name a file")
     ident = {
-        "dump_sha256": dump_fingerprint(dump, kg_root(cfg)),
+        "dump_sha256": dump_fingerprint(dump, kg_root(out_dir)),
         "format_version": FORMAT_VERSION,
         "enwiki_only": cfg.kg.enwiki_only,
         "chunk_lines": cfg.kg.chunk_lines,
     }
     key = content_key(ident)
-    return dump, kg_root(cfg) / key, key
+    return kg_root(out_dir) / key, key
 
 
-def ingest(cfg: PipelineConfig, workers: int | None = None) -> IngestReport:
-    """Read the configured dump into entity/edge/reject part files (or reuse them)."""
-    dump, out, key = ingest_dir(cfg)
+def ingest(
+    cfg: PipelineConfig, dump: Path, out_dir: Path, workers: int | None = None
+) -> IngestReport:
+    """Read the dump into entity/edge/reject part files (or reuse them)."""
+    out, key = ingest_dir(cfg, dump, out_dir)
     return ingest_dump(
         dump,
         out,
@@ -104,19 +124,13 @@ def ingest(cfg: PipelineConfig, workers: int | None = None) -> IngestReport:
     )
 
 
-def passages_path(cfg: PipelineConfig, corpus: CorpusFile) -> Path:
+def passages_path(cfg: PipelineConfig, corpus: CorpusFile, out_dir: Path) -> Path:
     """The corpus as a passages table (row order = index order), cached by corpus sha."""
-    path = kg_root(cfg) / "passages" / f"{corpus.sha256[:16]}.parquet"
+    path = kg_root(out_dir) / "passages" / f"{corpus.sha256[:16]}.parquet"
     if not path.exists():
         c = cfg.corpus
         load_corpus(corpus.path, path, c.format, c.on_error, c.error_budget)
     return path
-
-
-def relation_filter(cfg: PipelineConfig) -> RelationFilter:
-    return RelationFilter.from_files(
-        cfg.resolve_path(cfg.kg.block_list), cfg.resolve_path(cfg.kg.allow_list)
-    )
 
 
 @dataclass
@@ -183,13 +197,15 @@ class ExtractResult:
         )
 
 
-def _extract_dir(cfg: PipelineConfig, ingest_key: str, corpus_sha: str) -> tuple[Path, str]:
+def _extract_dir(
+    cfg: PipelineConfig, inputs: KGInputs, ingest_key: str, corpus_sha: str, out_dir: Path
+) -> tuple[Path, str]:
     kg = cfg.kg
     ident = {
         "ingest": ingest_key,
         "corpus_sha256": corpus_sha,
-        "block_list": _file_sha(cfg.resolve_path(kg.block_list)),
-        "allow_list": _file_sha(cfg.resolve_path(kg.allow_list)),
+        "block_list": _file_sha(inputs.block_list),
+        "allow_list": _file_sha(inputs.allow_list),
         "settings": asdict(ExpansionSettings.from_config(kg, cfg.seed)),
         "num_seeds": kg.num_seeds,
         "enwiki_only": kg.enwiki_only,
@@ -199,7 +215,7 @@ def _extract_dir(cfg: PipelineConfig, ingest_key: str, corpus_sha: str) -> tuple
     if cfg.llm.chat_template != "none":  # only then: keys of plain-prompt extractions stay
         ident["chat"] = [cfg.llm.chat_template, cfg.llm.system_prompt]
     key = content_key(ident)
-    return kg_root(cfg) / ingest_key / f"subgraphs-{key}", key
+    return kg_root(out_dir) / ingest_key / f"subgraphs-{key}", key
 
 
 def choose_seeds(graph: KnowledgeGraph, num_seeds: int, seed: int) -> list[str]:
@@ -214,24 +230,24 @@ def choose_seeds(graph: KnowledgeGraph, num_seeds: int, seed: int) -> list[str]:
 def extract(
     cfg: PipelineConfig,
     corpus: CorpusFile,
+    out_dir: Path,
+    passages: Path,
     generator: Generator | None = None,
-    passages: Path | None = None,
 ) -> ExtractResult:
     """Ingest if needed, link passages, run Algorithm 1 for the seeds, write the tables.
 
     `passages` is the corpus as a passages table: the index's (`IndexArtifacts.passages_path`,
-    the same rows) when the caller has the index, else the KG parses the corpus into its own
-    copy (`passages_path`). The LLM is loaded only when there is work: a finished extraction is
-    reused as is."""
-    ingest(cfg)
-    _, ing_dir, ing_key = ingest_dir(cfg)
-    out, key = _extract_dir(cfg, ing_key, corpus.sha256)
+    the same rows) when the caller has the index, else the KG's own copy (`passages_path`).
+    The LLM is loaded only when there is work: a finished extraction is reused as is."""
+    inputs = KGInputs.from_config(cfg)
+    ingest(cfg, inputs.dump, out_dir)
+    ing_dir, ing_key = ingest_dir(cfg, inputs.dump, out_dir)
+    out, key = _extract_dir(cfg, inputs, ing_key, corpus.sha256, out_dir)
     linked = ing_dir / f"linked-{corpus.sha256[:16]}" / "entities.parquet"
     done = ArtifactDir(out)
     if done.complete:
         return ExtractResult.load(out, key, ing_dir, linked)
-    passages = passages or passages_path(cfg, corpus)
-    with KnowledgeGraph(ing_dir, passages, relation_filter(cfg), cfg.kg.enwiki_only) as graph:
+    with KnowledgeGraph(ing_dir, passages, inputs.relation_filter(), cfg.kg.enwiki_only) as graph:
         if not linked.exists():
             write_parquet_atomic(linked, graph.linked_entities(), cfg.store.compression)
         seeds = choose_seeds(graph, cfg.kg.num_seeds, cfg.seed)
@@ -244,7 +260,7 @@ def extract(
             from pipeline.llm import make_generator
             from pipeline.llm.cache import default_cache_path
 
-            generator = make_generator(cfg.llm, default_cache_path(cfg), cfg.seed)
+            generator = make_generator(cfg.llm, default_cache_path(cfg, out_dir), cfg.seed)
         generator = rendering(generator, make_renderer(cfg))
         settings = ExpansionSettings.from_config(cfg.kg, cfg.seed)
         ex = llm_guided_subgraphs(graph, generator, seeds, settings, key=key)
@@ -291,12 +307,13 @@ def extract(
     return result
 
 
-def find_extract(cfg: PipelineConfig, corpus: CorpusFile) -> ExtractResult:
+def find_extract(cfg: PipelineConfig, corpus: CorpusFile, out_dir: Path) -> ExtractResult:
     """The finished extraction for this configuration, without building anything."""
-    dump, ing_dir, ing_key = ingest_dir(cfg)
+    inputs = KGInputs.from_config(cfg)
+    ing_dir, ing_key = ingest_dir(cfg, inputs.dump, out_dir)
     if read_report(ing_dir) is None:
-        raise KGNotReadyError(f"{dump} is not ingested yet; run `curriculum kg ingest`")
-    out, key = _extract_dir(cfg, ing_key, corpus.sha256)
+        raise KGNotReadyError(f"{inputs.dump} is not ingested yet; run `curriculum kg ingest`")
+    out, key = _extract_dir(cfg, inputs, ing_key, corpus.sha256, out_dir)
     if not ArtifactDir(out).complete:
         raise KGNotReadyError(
             f"no subgraphs for this configuration at {out}; run `curriculum kg extract`"
@@ -309,6 +326,7 @@ __all__ = [
     "DumpError",
     "ExtractResult",
     "IngestReport",
+    "KGInputs",
     "KGNotReadyError",
     "choose_seeds",
     "extract",
@@ -317,5 +335,4 @@ __all__ = [
     "ingest",
     "ingest_dir",
     "passages_path",
-    "relation_filter",
 ]

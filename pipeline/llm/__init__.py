@@ -23,9 +23,9 @@ def make_backend(llm, seed: int = 0) -> Generator:
 def make_generator(llm, cache_path: str | Path | None = None, seed: int = 0) -> Generator:
     """The configured backend, wrapped in the response cache when `llm.cache` is on.
 
-    The cache file is `cache_path` if given (callers holding the whole config pass
-    `pipeline.llm.cache.default_cache_path(cfg)`), else `llm.cache_path`; with neither, the
-    backend is returned uncached.
+    The cache file is `cache_path` if given (callers holding the whole config and the store
+    pass `pipeline.llm.cache.default_cache_path(cfg, store.root)`), else `llm.cache_path`;
+    with neither, the backend is returned uncached.
     """
     gen = make_backend(llm, seed=seed)
     if not llm.cache:

@@ -84,11 +84,12 @@ def score_key(model_id: str, prompt: str, continuation: str) -> str:
     return _key(["score", model_id, prompt, continuation])
 
 
-def default_cache_path(cfg: PipelineConfig) -> Path:
-    """llm.cache_path, or <store.out_dir>/llm_cache/responses.sqlite (relative to the repo)."""
+def default_cache_path(cfg: PipelineConfig, out_dir: Path) -> Path:
+    """llm.cache_path (relative to the repo), or llm_cache/responses.sqlite under the store's
+    root `out_dir` (`Store.root`)."""
     if cfg.llm.cache_path:
         return cfg.resolve_path(cfg.llm.cache_path)
-    return cfg.resolve_path(cfg.store.out_dir) / "llm_cache" / "responses.sqlite"
+    return out_dir / "llm_cache" / "responses.sqlite"
 
 
 class CachedGenerator:

@@ -89,16 +89,15 @@ class IndexNotBuiltError(RuntimeError):
     pass
 
 
-def index_dir(cfg: PipelineConfig, corpus: CorpusFile) -> ArtifactDir:
-    """Where the index of this corpus and these settings lives (finished or not)."""
-    return ArtifactDir(
-        cfg.resolve_path(cfg.store.out_dir) / "index" / index_key(cfg, corpus.sha256)
-    )
+def index_dir(cfg: PipelineConfig, corpus: CorpusFile, out_dir: Path) -> ArtifactDir:
+    """Where the index of this corpus and these settings lives (finished or not), under the
+    store's root `out_dir` (`Store.root`, resolved once by whoever opened the store)."""
+    return ArtifactDir(out_dir / "index" / index_key(cfg, corpus.sha256))
 
 
-def find_index(cfg: PipelineConfig, corpus: CorpusFile) -> IndexArtifacts:
+def find_index(cfg: PipelineConfig, corpus: CorpusFile, out_dir: Path) -> IndexArtifacts:
     """The finished index for the corpus and settings, without building anything."""
-    art = index_dir(cfg, corpus)
+    art = index_dir(cfg, corpus, out_dir)
     out = art.path
     if not art.complete:
         raise IndexNotBuiltError(
@@ -125,16 +124,17 @@ def ensure_index(
     progress: bool = True,
     *,
     corpus: CorpusFile,
+    out_dir: Path,
     executor: Executor | None = None,
 ) -> IndexArtifacts:
     """Build the index of `corpus` (the configured corpus, located and hashed once by the
     caller), or reuse the finished one. The embedding shards run on `executor` (this process
     by default); FAISS training and adding stay here."""
-    art = index_dir(cfg, corpus)
+    art = index_dir(cfg, corpus, out_dir)
     out, key, corpus_path, corpus_sha = art.path, art.key, corpus.path, corpus.sha256
     if art.complete:
         log.info("index %s unchanged; reusing %s", key, out)
-        return find_index(cfg, corpus)
+        return find_index(cfg, corpus, out_dir)
     passages_path = out / PASSAGES_FILE
     fresh = not out.exists()
     out.mkdir(parents=True, exist_ok=True)

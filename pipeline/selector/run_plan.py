@@ -51,16 +51,19 @@ class Plan:
     items: list[PlanItem]
 
 
-def selector_dirs(cfg: PipelineConfig) -> tuple[Path, Path]:
-    root = cfg.resolve_path(cfg.store.out_dir) / "selector"
+def selector_dirs(out_dir: Path) -> tuple[Path, Path]:
+    """(clusterings, per-iteration state) under the store's root `out_dir` (`Store.root`)."""
+    root = out_dir / "selector"
     return root / "clusters", root / "state"
 
 
-def clusters_for(cfg: PipelineConfig, index_dir: Path, iteration: int) -> ClusterResult:
+def clusters_for(
+    cfg: PipelineConfig, index_dir: Path, iteration: int, out_dir: Path
+) -> ClusterResult:
     """K_t = K0 + floor(alpha * (t - 1)) clusters for iteration t (t = 1, 2, ...); reused when
     the embeddings and K are unchanged."""
     k = cluster_count(cfg.selector.k0, cfg.selector.alpha, iteration - 1)
-    clusters_dir, _ = selector_dirs(cfg)
+    clusters_dir, _ = selector_dirs(out_dir)
     return cluster_index(index_dir, k, cfg.seed, clusters_dir, iteration=iteration)
 
 
@@ -108,11 +111,10 @@ def make_plan(
     plan = load_plan(store, run_id)
     if plan is not None:
         return plan
-    _, state_dir = selector_dirs(cfg)
+    _, state_dir = selector_dirs(store.root)
     iteration = (latest_iteration(state_dir) or 0) + 1
-    selector = Selector.load_or_init(
-        state_dir, iteration, clusters_for(cfg, index_dir, iteration), cfg.selector, cfg.seed
-    )
+    clusters = clusters_for(cfg, index_dir, iteration, store.root)
+    selector = Selector.load_or_init(state_dir, iteration, clusters, cfg.selector, cfg.seed)
     draws = selector.draw(cfg.generation.num_sources)
     links = subgraph_links(subgraphs or [])
     items = [
@@ -141,15 +143,21 @@ def make_plan(
     return Plan(run_id, iteration, items)
 
 
-def feedback_pending(cfg: PipelineConfig, store: Store, run_id: str) -> bool:
+def feedback_pending(store: Store, run_id: str) -> bool:
     """The run was planned by the selector and its iteration's feedback is not saved yet: a
     run killed between generation and feedback is not finished."""
     plan = load_plan(store, run_id)
-    return plan is not None and plan.iteration not in saved_iterations(selector_dirs(cfg)[1])
+    _, state_dir = selector_dirs(store.root)
+    return plan is not None and plan.iteration not in saved_iterations(state_dir)
 
 
 def apply_feedback(
-    cfg: PipelineConfig, index_dir: Path, plan: Plan, records: list[dict], solver_mean: float | None
+    cfg: PipelineConfig,
+    store: Store,
+    index_dir: Path,
+    plan: Plan,
+    records: list[dict],
+    solver_mean: float | None,
 ) -> bool:
     """Feed a finished run back into the bandits and save the selector as its iteration.
 
@@ -157,16 +165,11 @@ def apply_feedback(
     the plan's draws (so document usage and the RNG advance exactly as when it was drawn), then
     learns from the run's valid records. Returns False when the iteration was already saved.
     """
-    _, state_dir = selector_dirs(cfg)
+    _, state_dir = selector_dirs(store.root)
     if plan.iteration in saved_iterations(state_dir):
         return False
-    selector = Selector.load_or_init(
-        state_dir,
-        plan.iteration,
-        clusters_for(cfg, index_dir, plan.iteration),
-        cfg.selector,
-        cfg.seed,
-    )
+    clusters = clusters_for(cfg, index_dir, plan.iteration, store.root)
+    selector = Selector.load_or_init(state_dir, plan.iteration, clusters, cfg.selector, cfg.seed)
     replay = selector.draw(len(plan.items))
     drawn = [(d.passage_row, d.cluster_id, d.task_type, d.hop_count) for d in replay]
     planned = [(i.passage_row, i.cluster_id, i.task_type, i.hop_count) for i in plan.items]
