@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
 PREFECT_PORT ?= 4200
-.PHONY: demo test check lint format install clean-out prefect-server deploy worker
+.PHONY: demo browse test check lint format install clean-out prefect-server deploy worker
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/curriculum nightly --profile $(PROFILE)
+
+# The record browser over the demo's catalog (http://127.0.0.1:8765/; BROWSE_PORT to change).
+BROWSE_PORT ?= 8765
+browse: $(STAMP)
+	$(VENV)/bin/curriculum browse --profile $(PROFILE) --port $(BROWSE_PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

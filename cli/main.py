@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cli.audit import audit as audit_command
+from cli.browse import browse as browse_command
 from cli.common import (
     FormatOpt,
     LimitOpt,
@@ -379,6 +380,7 @@ def config_show(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt
 app.command("audit")(audit_command)
 app.command("export")(export_command)
 app.command("report")(report_command)
+app.command("browse")(browse_command)
 
 
 def _one_line(exc: BaseException) -> str:

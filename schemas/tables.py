@@ -2,8 +2,9 @@
 
 Here the run shards' tables (the curriculum, the rollouts and samples behind it, the gates'
 rows, shard steps, rejects) and the store's own (runs, shard manifest); the stage artifacts'
-in schemas/artifact_tables.py, the quality checks' in schemas/quality_tables.py, the building
-blocks (SCHEMA_VERSION, `contract`, `f`) in schemas/fields.py. `TABLES` gathers them all.
+in schemas/artifact_tables.py, the quality checks' in schemas/quality_tables.py, the
+reviewers' in schemas/review_tables.py, the building blocks (SCHEMA_VERSION, `contract`, `f`)
+in schemas/fields.py. `TABLES` gathers them all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from schemas.quality_tables import (
     QUALITY_TABLES,
     QUESTION_CLUSTERS,
 )
+from schemas.review_tables import REVIEW_REASONS, REVIEW_VERDICTS, REVIEWS
 
 CURRICULUM = contract(
     "curriculum",
@@ -521,6 +523,7 @@ TABLES: dict[str, pa.Schema] = {
         BENCHMARK_MATCHES,
         BENCHMARK_CHECKS,
         QUESTION_CLUSTERS,
+        REVIEWS,
     )
 }
 
@@ -554,6 +557,9 @@ __all__ = [
     "QUALITY_TABLES",
     "QUESTION_CLUSTERS",
     "REJECTS",
+    "REVIEWS",
+    "REVIEW_REASONS",
+    "REVIEW_VERDICTS",
     "RUNS",
     "RUN_PLAN",
     "SCHEMA_VERSION",

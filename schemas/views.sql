@@ -144,6 +144,12 @@ SELECT
 FROM runs_q q
 LEFT JOIN thr t ON t.run_id = q.run_id;
 
+-- The latest review of each record: reviews are append-only (a file per submission under
+-- <out>/reviews/), and a later verdict replaces an earlier one.
+CREATE OR REPLACE VIEW review_latest AS
+SELECT * FROM reviews
+QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY reviewed_at DESC, review_id DESC) = 1;
+
 -- Every record with the verdict of every stage and the first stage it fails (`rejected_by`,
 -- NULL when accepted). One definition of "accepted", read by the funnel, the run's summary
 -- line, the report and the export's default selection: valid, verbatim evidence, V above the
@@ -211,7 +217,7 @@ ranked AS (
         )
 )
 SELECT
-    * EXCLUDE (gate_rejection, question_rank, cluster_rank, question_best, cluster_best),
+    k.* EXCLUDE (gate_rejection, question_rank, cluster_rank, question_best, cluster_best),
     coalesce(
         gate_rejection,
         CASE WHEN question_rank > 1 THEN 'duplicate_question'
@@ -220,8 +226,14 @@ SELECT
     CASE WHEN gate_rejection IS NOT NULL THEN NULL
          WHEN question_rank > 1 THEN question_best
          WHEN cluster_rank > 1 THEN cluster_best END AS duplicate_of,
-    gate_rejection IS NULL AND question_rank = 1 AND cluster_rank = 1 AS accepted
-FROM ranked;
+    gate_rejection IS NULL AND question_rank = 1 AND cluster_rank = 1 AS accepted,
+    -- A reviewer's latest verdict (null: not reviewed); `accepted` stays the pipeline's own.
+    rv.verdict AS review_verdict,
+    rv.reason AS review_reason,
+    rv.reviewer AS reviewer,
+    rv.reviewed_at AS reviewed_at
+FROM ranked k
+LEFT JOIN review_latest rv ON rv.record_id = k.record_id;
 
 -- What the export ships by default (`curriculum export` without --where).
 CREATE OR REPLACE VIEW accepted AS
@@ -752,3 +764,23 @@ SELECT
     coalesce(recs.foreign_config_records, 0) AS foreign_config_records,
     r.run_id IS NOT NULL AS has_run_record
 FROM runs r FULL OUTER JOIN recs ON recs.run_id = r.run_id;
+
+-- Tables materialised at each refresh, for readers that must answer in milliseconds at a
+-- million records (the record browser, `curriculum browse`). They hold what the views above
+-- compute, as of the refresh; reviews are not in them (joined live from review_latest).
+--
+-- record_index: one row per record with what the records page filters, sorts and searches
+-- on; sort keys are never null (V and difficulty -1 when missing) so a page can start after
+-- the last row shown (keyset paging).
+CREATE OR REPLACE TABLE record_index AS
+SELECT
+    record_id, run_id, created_at, task_type, hop_count, question_source, question, answer,
+    verifier_v, difficulty, accepted, rejected_by, duplicate_of, gate_verdicts,
+    coalesce(verifier_v, -1.0) AS v_key,
+    coalesce(difficulty, -1.0) AS difficulty_key,
+    lower(concat_ws(' ', question, answer, evidence)) AS search_text
+FROM curriculum_verdicts
+ORDER BY run_id, record_id;
+
+-- run_funnel: the funnel view per run, as of the refresh (the runs page).
+CREATE OR REPLACE TABLE run_funnel AS SELECT * FROM funnel;

@@ -55,7 +55,7 @@ PACKAGE_LEVELS: tuple[tuple[str, ...], ...] = (
     ("selector",),
     ("run_context",),
     ("generation", "quality"),
-    ("catalog",),
+    ("catalog", "browse"),
     ("stages",),
 )
 LEVEL = {pkg: i for i, level in enumerate(PACKAGE_LEVELS) for pkg in level}

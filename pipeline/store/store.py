@@ -29,6 +29,7 @@ from pipeline.core.contracts import check_schema, conform, read_shard
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import check_identifier, is_identifier
 from pipeline.core.io import atomic_path, path_within, sha256_file, utcnow, write_parquet_atomic
+from pipeline.store.reviews import attach_reviews, review_files
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -295,7 +296,12 @@ class Store:
         check_catalog_file(self.catalog_path, must_exist=False)  # never replace a user's file
         files = self.committed_files()
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
-        artifacts = {"passages": [], **self.quality_files(), **(artifacts or {})}
+        artifacts = {
+            "passages": [],
+            **self.quality_files(),
+            "reviews": review_files(self.root),
+            **(artifacts or {}),
+        }
         kg_rejects = artifacts.pop("kg_rejects", [])
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a
@@ -316,6 +322,12 @@ class Store:
                             check_schema(table, pq.read_schema(p), where=str(p))
                         self._create_view(con, table, paths, hive=False)
                     con.execute(views_sql())
+                    # Where the store is: read-only connections list its reviews afresh.
+                    con.execute(
+                        "CREATE OR REPLACE TABLE catalog_info AS "
+                        "SELECT ?::VARCHAR AS store_root, now() AS refreshed_at",
+                        [str(self.root)],
+                    )
                     con.execute("CHECKPOINT")
             finally:
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
@@ -371,11 +383,17 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
     path = Path(catalog)
     check_catalog_file(path)
     try:
-        return duckdb.connect(str(path), read_only=True)
+        con = duckdb.connect(str(path), read_only=True)
     except duckdb.IOException as exc:
         if "not a valid DuckDB database" in str(exc):
             raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
         raise
+    try:  # the reviews written since the last refresh (a catalog from before has no info)
+        (root,) = con.execute("SELECT store_root FROM catalog_info").fetchone()
+    except duckdb.CatalogException:
+        return con
+    attach_reviews(con, Path(root))
+    return con
 
 
 __all__ = [

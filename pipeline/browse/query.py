@@ -1,0 +1,267 @@
+"""The record browser's reads: every page is a few parameterised DuckDB queries.
+
+The records page reads `record_index`, a table the catalog materialises at each refresh (one
+row per record with what the page filters and sorts on), and pages by key (`(sort key,
+record_id)` after the last row shown), so a page at a million records is one filtered top-N
+scan; nothing loads a table into Python. Reviews are joined live from `review_latest`. A record
+page reads its run's shard files only (the run id is a hive partition of every sharded view).
+
+No value from a request is ever part of SQL text: filters are bound parameters, and a sort is
+a key of `SORTS`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import orjson
+
+PAGE_SIZE = 50
+SORTS = {  # name -> (column of record_index, shown as)
+    "v": ("v_key", "V"),
+    "difficulty": ("difficulty_key", "difficulty"),
+    "time": ("created_at", "time"),
+}
+REVIEW_STATES = ("unreviewed", "accept", "reject")
+STATUSES = ("accepted", "rejected")
+
+
+class CursorError(ValueError):
+    """A page cursor that this server did not make (or that names another sort)."""
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """The records page's filters and sort; every field comes from the query string."""
+
+    run_id: str | None = None
+    status: str | None = None  # accepted | rejected
+    rejected_by: str | None = None
+    gate: str | None = None
+    gate_verdict: str | None = None
+    task_type: str | None = None
+    hop_count: int | None = None
+    v_min: float | None = None
+    v_max: float | None = None
+    review: str | None = None  # unreviewed | accept | reject
+    q: str | None = None
+    sort: str = "v"
+    desc: bool = True
+
+    def where(self) -> tuple[list[str], list[Any]]:
+        """SQL conditions over record_index `r` and review_latest `rv`, with their values."""
+        conds: list[str] = []
+        args: list[Any] = []
+        for column, value in (
+            ("r.run_id", self.run_id),
+            ("r.rejected_by", self.rejected_by),
+            ("r.task_type", self.task_type),
+            ("r.hop_count", self.hop_count),
+        ):
+            if value is not None:
+                conds.append(f"{column} = ?")
+                args.append(value)
+        if self.status is not None:
+            conds.append("r.accepted" if self.status == "accepted" else "NOT r.accepted")
+        if self.gate is not None and self.gate_verdict is not None:
+            conds.append(
+                "len(list_filter(r.gate_verdicts, lambda g: g.gate = ? AND g.verdict = ?)) > 0"
+            )
+            args += [self.gate, self.gate_verdict]
+        elif self.gate is not None:
+            conds.append("len(list_filter(r.gate_verdicts, lambda g: g.gate = ?)) > 0")
+            args.append(self.gate)
+        elif self.gate_verdict is not None:
+            conds.append("len(list_filter(r.gate_verdicts, lambda g: g.verdict = ?)) > 0")
+            args.append(self.gate_verdict)
+        if self.v_min is not None:
+            conds.append("r.verifier_v >= ?")
+            args.append(self.v_min)
+        if self.v_max is not None:
+            conds.append("r.verifier_v <= ?")
+            args.append(self.v_max)
+        if self.review == "unreviewed":
+            conds.append("rv.verdict IS NULL")
+        elif self.review is not None:
+            conds.append("rv.verdict = ?")
+            args.append(self.review)
+        if self.q:
+            conds.append("contains(r.search_text, ?)")
+            args.append(self.q.lower())
+        return conds, args
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[dict[str, Any]]
+    next_cursor: str | None
+    sort: str
+    desc: bool
+    filters: RecordFilter = field(default_factory=RecordFilter)
+
+
+def encode_cursor(sort: str, key: Any, record_id: str) -> str:
+    value = key.isoformat() if isinstance(key, dt.datetime) else key
+    raw = orjson.dumps([sort, value, record_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[Any, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        name, value, record_id = orjson.loads(base64.urlsafe_b64decode(padded))
+    except (ValueError, TypeError) as exc:
+        raise CursorError("not a cursor of this browser") from exc
+    if name != sort or not isinstance(record_id, str):
+        raise CursorError("the cursor belongs to another sort")
+    if sort == "time":
+        if not isinstance(value, str):
+            raise CursorError("not a time cursor")
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise CursorError("not a time cursor") from exc
+    elif not isinstance(value, int | float):
+        raise CursorError("not a numeric cursor")
+    return value, record_id
+
+
+LIST_COLUMNS = (
+    "r.record_id, r.run_id, r.created_at, r.task_type, r.hop_count, r.question, r.answer, "
+    "r.verifier_v, r.difficulty, r.accepted, r.rejected_by, r.gate_verdicts, "
+    "rv.verdict AS review_verdict, rv.reason AS review_reason, rv.reviewer"
+)
+
+
+def records_page(
+    con: duckdb.DuckDBPyConnection,
+    flt: RecordFilter,
+    after: str | None = None,
+    limit: int = PAGE_SIZE,
+) -> Page:
+    """One page of records in `flt`'s order, after the cursor's row (keyset paging)."""
+    key = SORTS[flt.sort][0]
+    conds, args = flt.where()
+    if after:
+        value, record_id = decode_cursor(after, flt.sort)
+        op = "<" if flt.desc else ">"
+        conds.append(f"(r.{key} {op} ? OR (r.{key} = ? AND r.record_id {op} ?))")
+        args += [value, value, record_id]
+    direction = "DESC" if flt.desc else "ASC"
+    where = " AND ".join(conds) or "TRUE"
+    sql = (
+        f"SELECT {LIST_COLUMNS}, r.{key} AS sort_key FROM record_index r "
+        f"LEFT JOIN review_latest rv ON rv.record_id = r.record_id WHERE {where} "
+        f"ORDER BY r.{key} {direction}, r.record_id {direction} LIMIT {int(limit) + 1}"
+    )
+    cur = con.execute(sql, args)
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows and more else None
+    nxt = encode_cursor(flt.sort, last["sort_key"], last["record_id"]) if last else None
+    return Page(rows, nxt, flt.sort, flt.desc, flt)
+
+
+def facets(con: duckdb.DuckDBPyConnection) -> dict[str, list[Any]]:
+    """The values the filters offer (from the materialised index: one small scan each)."""
+    out: dict[str, list[Any]] = {}
+    for name, sql in (
+        ("run_id", "SELECT DISTINCT run_id FROM record_index ORDER BY 1 DESC"),
+        ("rejected_by", "SELECT DISTINCT rejected_by FROM record_index WHERE rejected_by "
+         "IS NOT NULL ORDER BY 1"),
+        ("task_type", "SELECT DISTINCT task_type FROM record_index ORDER BY 1"),
+        ("hop_count", "SELECT DISTINCT hop_count FROM record_index WHERE hop_count IS NOT "
+         "NULL ORDER BY 1"),
+        ("gate", "SELECT DISTINCT g.gate FROM (SELECT unnest(gate_verdicts) AS g FROM "
+         "record_index) ORDER BY 1"),
+        ("gate_verdict", "SELECT DISTINCT g.verdict FROM (SELECT unnest(gate_verdicts) AS g "
+         "FROM record_index) ORDER BY 1"),
+    ):  # fmt: skip
+        out[name] = [r[0] for r in con.execute(sql).fetchall()]
+    return out
+
+
+def runs_overview(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every run, newest first, with its funnel (materialised at refresh) and its time."""
+    cur = con.execute(
+        "SELECT r.run_id, r.status, r.started_at, r.finished_at, r.config_hash, r.profile, "
+        "r.shards_completed, r.shards_planned, f.* EXCLUDE (run_id) "
+        "FROM runs r LEFT JOIN run_funnel f ON f.run_id = r.run_id "
+        "ORDER BY r.started_at DESC, r.run_id DESC"
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, args: list[Any]) -> list[dict[str, Any]]:
+    cur = con.execute(sql, args)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def record_detail(con: duckdb.DuckDBPyConnection, record_id: str) -> dict[str, Any] | None:
+    """Everything the record page shows: the record, its passage, KG subgraph, solver
+    rollouts, verifier samples and controls, gate rollouts, and its reviews."""
+    head = _rows(
+        con,
+        "SELECT run_id, accepted, rejected_by, duplicate_of FROM record_index WHERE record_id = ?",
+        [record_id],
+    )
+    if not head:
+        return None
+    run_id = head[0]["run_id"]
+    scoped = [run_id, record_id]
+    rec = _rows(con, "SELECT * FROM curriculum WHERE run_id = ? AND record_id = ?", scoped)
+    if not rec:
+        return None
+    record = {**rec[0], **head[0]}
+    passage_id = record["evidence_passage_id"] or record["source_passage_id"]
+    passage = _rows(con, "SELECT id, title, text FROM passages WHERE id = ?", [passage_id])
+    subgraph = (
+        _rows(
+            con,
+            "SELECT subgraph_id, answer_qid, answer_label, answer_type, waypoints, hops, "
+            "target_path, distractors FROM subgraphs WHERE subgraph_id = ?",
+            [record["subgraph_id"]],
+        )
+        if record["subgraph_id"]
+        else []
+    )
+    order = " ORDER BY sample"
+    where = " WHERE run_id = ? AND record_id = ?"
+    return {
+        "record": record,
+        "passage": passage[0] if passage else None,
+        "subgraph": subgraph[0] if subgraph else None,
+        "solver": _rows(con, "SELECT * FROM solver_rollouts" + where + order, scoped),
+        "verifier": _rows(
+            con,
+            "SELECT * FROM verifier_samples" + where + " ORDER BY method, condition, sample",
+            scoped,
+        ),
+        "controls": _rows(
+            con, "SELECT * FROM control_scores" + where + " ORDER BY method, control", scoped
+        ),
+        "gates": _rows(
+            con, "SELECT * FROM gate_rollouts" + where + ' ORDER BY "check", sample', scoped
+        ),
+        "proposer": _rows(con, "SELECT * FROM proposer_rollouts" + where, scoped),
+        "reviews": _rows(
+            con, "SELECT * FROM reviews WHERE record_id = ? ORDER BY reviewed_at DESC", [record_id]
+        ),
+    }
+
+
+def run_of(con: duckdb.DuckDBPyConnection, record_ids: list[str]) -> list[tuple[str, str]]:
+    """(record_id, run_id) of the records that exist, for a review of `record_ids`."""
+    rows = con.execute(
+        "SELECT record_id, run_id FROM record_index WHERE list_contains(?, record_id)",
+        [record_ids],
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
