@@ -28,8 +28,16 @@ BROWSE_PORT ?= 8765
 browse: $(STAMP)
 	$(VENV)/bin/curriculum browse --profile $(PROFILE) --port $(BROWSE_PORT)
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# The record browser's tests drive Debian's Chromium (through Playwright, pinned in the lock);
+# a fresh machine gets it from the system package manager, once.
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
+
+test: $(STAMP) $(CHROMIUM)
+	CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 

@@ -104,6 +104,19 @@ class ReviewRefused(PermissionError):
     pass
 
 
+def _number(name: str, raw: str | None, kind: type, lo: float, hi: float) -> Any:
+    """A number from a form field: empty is no filter (a form sends every field)."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise BadParameter(name, f"not {'an integer' if kind is int else 'a number'}") from None
+    if not lo <= value <= hi:  # also refuses nan
+        raise BadParameter(name, f"must be in [{lo:g}, {hi:g}]")
+    return value
+
+
 router = APIRouter()
 Text = Annotated[str | None, Query(max_length=MAX_TEXT)]
 
@@ -131,15 +144,15 @@ def runs(request: Request) -> HTMLResponse:
 def records(
     request: Request,
     run_id: Text = None,
-    status: Annotated[str | None, Query(pattern=f"^({'|'.join(STATUSES)})$")] = None,
+    status: Annotated[str | None, Query(pattern=f"^({'|'.join(STATUSES)})?$")] = None,
     rejected_by: Text = None,
     gate: Text = None,
     gate_verdict: Text = None,
     task_type: Text = None,
-    hop_count: Annotated[int | None, Query(ge=0, le=100)] = None,
-    v_min: Annotated[float | None, Query(ge=-1e6, le=1e6)] = None,
-    v_max: Annotated[float | None, Query(ge=-1e6, le=1e6)] = None,
-    review: Annotated[str | None, Query(pattern=f"^({'|'.join(REVIEW_STATES)})$")] = None,
+    hop_count: Annotated[str | None, Query(max_length=3)] = None,
+    v_min: Annotated[str | None, Query(max_length=32)] = None,
+    v_max: Annotated[str | None, Query(max_length=32)] = None,
+    review: Annotated[str | None, Query(pattern=f"^({'|'.join(REVIEW_STATES)})?$")] = None,
     q: Text = None,
     sort: Annotated[str, Query(pattern=f"^({'|'.join(SORTS)})$")] = "v",
     order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
@@ -152,9 +165,9 @@ def records(
         "gate": gate or None,
         "gate_verdict": gate_verdict or None,
         "task_type": task_type or None,
-        "hop_count": hop_count,
-        "v_min": v_min,
-        "v_max": v_max,
+        "hop_count": _number("hop_count", hop_count, int, 0, 100),
+        "v_min": _number("v_min", v_min, float, -1e6, 1e6),
+        "v_max": _number("v_max", v_max, float, -1e6, 1e6),
         "review": review or None,
         "q": (q or "").strip() or None,
     }

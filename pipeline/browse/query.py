@@ -210,7 +210,8 @@ def record_detail(con: duckdb.DuckDBPyConnection, record_id: str) -> dict[str, A
     rollouts, verifier samples and controls, gate rollouts, and its reviews."""
     head = _rows(
         con,
-        "SELECT run_id, accepted, rejected_by, duplicate_of FROM record_index WHERE record_id = ?",
+        "SELECT run_id, accepted, rejected_by, duplicate_of, gate_verdicts FROM record_index "
+        "WHERE record_id = ?",
         [record_id],
     )
     if not head:

@@ -64,7 +64,7 @@ class PathDrawing:
     edges: list[SvgEdge]
 
 
-STEP_X, ROW_Y, MARGIN, NODE_W = 190, 90, 20, 150
+STEP_X, ROW_Y, MARGIN, NODE_W = 270, 90, 20, 150  # a 120-pixel gap holds a relation label
 
 
 def path_drawing(
