@@ -9,7 +9,7 @@ from schemas.fields import f
 from schemas.tables import KG_PATH
 
 # Version of the export layout and columns below (not of the curriculum table contract).
-EXPORT_VERSION = "1.1.0"
+EXPORT_VERSION = "1.2.0"
 
 # Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
 SOURCE_COLUMNS = (
@@ -57,6 +57,11 @@ QUALITY_COLUMNS = (
     "rejected_by",
     "accepted",
 )
+
+# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest;
+# issue 27): read to honour reviews, not written into the export. Absent from a catalog
+# built before reviews existed.
+REVIEW_COLUMNS = ("review_verdict", "review_reason", "reviewer", "reviewed_at")
 
 # Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a
 # GRPO trainer needs to apply the process signals. EvalAct: the rollout's A_i and, per

@@ -4,7 +4,9 @@ landed nightly run (verl Parquet, HF datasets, JSONL, manifest, refusals, the CL
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pyarrow.parquet as pq
@@ -32,6 +34,10 @@ from pipeline.catalog.export_splits import (
     shared_passages,
 )
 from pipeline.catalog.readonly_sql import connect_audit
+from pipeline.core.config import load_config
+from pipeline.stages import refresh_catalog
+from pipeline.store.reviews import Verdict, write_reviews
+from pipeline.store.store import Store
 from schemas.exports import VERL_SCHEMA
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
@@ -493,6 +499,21 @@ def test_cli_export_writes_formats_and_prints_summary(landed_run, tmp_path):
     assert again.stderr.splitlines()[1].startswith("hint: pass --overwrite")
 
 
+def test_cli_reviewed_only_without_reviews_exports_nothing_and_says_why(landed_run, tmp_path):
+    out = tmp_path / "x"
+    sets = [a for s in landed_run.settings for a in ("--set", s)]
+    help_text = CliRunner().invoke(_cli(), ["export", "--help"]).stdout
+    assert "--reviewed-only" in help_text and "--include-*" in help_text
+    args = ["export", str(out), *sets, "--where", MECHANICS, "--reviewed-only",
+            "--include-shortcuts", "--include-ambiguous", "--include-undetermined"]  # fmt: skip
+    res = CliRunner().invoke(_cli(), args)
+    n = len(_catalog_rows(landed_run.catalog))
+    assert res.exit_code == 2, res.output
+    first = res.stderr.splitlines()[0]
+    assert first.startswith(f"error: none of the {n} records selected by '{MECHANICS}' is left")
+    assert f"not_reviewed {n}" in first and not out.exists()
+
+
 def test_cli_bad_filter_and_missing_catalog(landed_run, tmp_path):
     sets = [a for s in landed_run.settings for a in ("--set", s)]
     out = tmp_path / "x"
@@ -567,3 +588,101 @@ def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
     ]
     assert len(res.manifest["runs"][0]["config_hash"]) == 16
     assert any("not completed" in w for w in res.warnings)
+
+
+# ---- reviews (issue 27) ------------------------------------------------------------------
+
+
+def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:
+    """The landed store copied (reviews are never written into the shared one) and its catalog
+    rebuilt over the copy the way landing does, so it reads the copy's reviews."""
+    out = tmp_path / "out"
+    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
+    settings = [s for s in landed_run.settings if not s.startswith("store.")]
+    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    cfg = load_config(None, settings)
+    store = Store.from_config(cfg)
+    refresh_catalog(cfg, store)
+    return SimpleNamespace(out=out, catalog=store.catalog_path, cfg=cfg, store=store)
+
+
+def test_reviews_reach_the_export_and_the_latest_verdict_wins(landed_run, tmp_path):
+    """A reviewer's reject leaves a record out (dropped.jsonl: review_rejected), a later
+    accept brings it back, --reviewed-only exports exactly the records reviewers accepted,
+    and the manifest counts them."""
+    c, run = _reviewed_copy(landed_run, tmp_path), landed_run.run_id
+    with connect_audit(c.catalog) as con:
+        accepted = con.execute("SELECT record_id FROM accepted").fetchall()
+    # The default selection when the run accepted two records or more (the 270M model's six
+    # records usually give four); else the valid verbatim ones through a user's --where,
+    # which the reviews bind all the same.
+    scope = {} if len(accepted) >= 2 else {"where": MECHANICS, **KEEP_ALL}
+
+    def export(name: str, **kw):
+        res = export_curriculum(c.catalog, tmp_path / name, formats=["hf", "jsonl"],
+                                validation_fraction=0, **scope, **kw)  # fmt: skip
+        lines = (res.out / "jsonl" / "train.jsonl").read_bytes().splitlines()
+        dropped = (res.out / "dropped.jsonl").read_bytes().splitlines()
+        return (
+            res,
+            [orjson.loads(x)["record_id"] for x in lines],
+            {d["record_id"]: d for d in map(orjson.loads, dropped)},
+        )
+
+    before, ids, _ = export("before")
+    assert len(ids) >= 2, "the landed run has fewer than two records to review"
+    bad, good = ids[0], ids[1]
+    write_reviews(c.out, Verdict("reject", "ana", "answer_not_in_evidence", "wrong span"),
+                  [(bad, run)])  # fmt: skip
+    write_reviews(c.out, Verdict("accept", "ben"), [(good, run)])
+
+    res, kept, dropped = export("rejected")
+    assert bad not in kept and set(ids) - {bad} <= set(kept)
+    assert dropped[bad]["reason"] == "review_rejected"
+    assert "answer_not_in_evidence" in dropped[bad]["detail"] and "ana" in dropped[bad]["detail"]
+    assert res.counts["review_rejected"] == 1 and res.counts["not_reviewed"] == 0
+    reviews = res.manifest["reviews"]
+    assert reviews["scope"] == {
+        "accept": 1, "reject": 1, "not_reviewed": before.counts["selected"] - 2
+    }  # fmt: skip
+    assert (reviews["overall"]["accept"], reviews["overall"]["reject"]) == (1, 1)
+    assert reviews["exported_accepted"] == 1 and not reviews["reviewed_only"]
+
+    only, kept, dropped = export("reviewed-only", reviewed_only=True)
+    assert kept == [good]
+    assert {r for r, d in dropped.items() if d["reason"] == "not_reviewed"} >= set(ids) - {
+        bad,
+        good,
+    }
+    assert only.counts["not_reviewed"] == before.counts["selected"] - 2
+
+    write_reviews(c.out, Verdict("accept", "ana", note="re-read: it is there"), [(bad, run)])
+    res, kept, dropped = export("accepted-later")
+    assert kept == ids and bad not in dropped and res.counts["review_rejected"] == 0
+    _, kept, _ = export("reviewed-only-later", reviewed_only=True)
+    assert kept == sorted([bad, good])
+
+
+def test_reviews_survive_a_catalog_rebuild(landed_run, tmp_path):
+    """Reviews live in the store, not the catalog: a rebuilt catalog lists them, and so does
+    every read-only connection before the rebuild."""
+    import duckdb
+
+    from pipeline.store.store import connect_readonly
+
+    c = _reviewed_copy(landed_run, tmp_path)
+    with connect_audit(c.catalog) as con:
+        ((rid,),) = con.execute("SELECT min(record_id) FROM curriculum").fetchall()
+    write_reviews(c.out, Verdict("reject", "ana", "trivial"), [(rid, landed_run.run_id)])
+    sql = "SELECT record_id, verdict, reason, reviewer FROM review_latest"
+    with duckdb.connect(str(c.catalog), read_only=True) as con:  # the catalog's own listing
+        assert con.execute(sql).fetchall() == []
+    with connect_readonly(c.catalog) as con:  # the files on disk now
+        assert con.execute(sql).fetchall() == [(rid, "reject", "trivial", "ana")]
+    refresh_catalog(c.cfg, c.store)
+    with duckdb.connect(str(c.catalog), read_only=True) as con:
+        assert con.execute(sql).fetchall() == [(rid, "reject", "trivial", "ana")]
+        got = con.execute(
+            "SELECT review_verdict FROM curriculum_verdicts WHERE record_id = ?", [rid]
+        ).fetchall()
+    assert got == [("reject",)]
