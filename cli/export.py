@@ -120,7 +120,8 @@ def export_command(
     Questions are deduplicated by their normalised text and by near-duplicate cluster,
     records a benchmark check flagged or a reviewer rejected (`curriculum browse`; the latest
     review wins) are left out, and records sharing a passage never straddle the split;
-    manifest.json in OUT lists runs, counts and file checksums."""
+    manifest.json in OUT lists runs, counts and file checksums, README.md is the dataset
+    card."""
     run_ids = [identifier_or_fail(r) for r in run_ids or []]
     cfg = config_or_fail(profile, overrides)
     from pipeline.catalog.export import ExportError, export_curriculum
@@ -168,6 +169,7 @@ def export_command(
         paths = sorted({f["path"].split("/")[0] for f in m["files"] if f["format"] == fmt})
         typer.echo(f"  {fmt:5} {res.out / paths[0]}")
     typer.echo(f"  manifest {res.out / 'manifest.json'}")
+    typer.echo(f"  card     {res.out / 'README.md'}")
     typer.echo(f"  reward   {res.out / 'reward.py'} (verl: compute_score, TRL: curriculum_reward)")
     for w in res.warnings:
         typer.secho(f"warning: {display_text(w)}", fg="yellow", err=True)

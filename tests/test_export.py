@@ -330,6 +330,22 @@ def test_hf_dataset_loads_with_load_from_disk(exported):
     assert dd["train"]["record_id"] == [r["extra_info"]["record_id"] for r in verl_ids]
 
 
+def test_load_dataset_reads_the_export_folder_through_its_card(exported, tmp_path):
+    """The card's YAML header names the records format's files as the default config, so
+    `datasets.load_dataset(<export>)` (and the Hub) read the export folder itself."""
+    import datasets
+
+    card = (exported.out / "README.md").read_text()
+    assert card.startswith("---\n") and "\nlicense: unknown" in card
+    assert "task_categories:\n- question-answering" in card
+    dd = datasets.load_dataset(str(exported.out), cache_dir=str(tmp_path / "cache"))
+    disk = datasets.load_from_disk(str(exported.out / "hf"))
+    assert set(dd) == {s for s in ("train", "validation") if exported.counts[s]}
+    for split in dd:
+        assert dd[split]["record_id"] == disk[split]["record_id"]
+        assert dd[split].column_names == disk[split].column_names
+
+
 def test_train_and_validation_share_no_passage(exported):
     lines = {
         s: [
@@ -381,6 +397,38 @@ def test_manifest_lists_runs_counts_and_checksums(exported, landed_run):
     finally:
         victim.write_bytes(data)
     assert not [p for p in exported.out.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_dataset_card_says_where_the_data_comes_from(exported, landed_run):
+    """README.md: the runs with their config hashes, the selection, the funnel and every
+    gate's drops, the verifier controls, the reviews, the split rule, the fields (their docs
+    from schemas/exports.py) and the known limitations."""
+    card = (exported.out / "README.md").read_text()
+    m = exported.manifest
+    run = m["runs"][0]
+    assert f"| {landed_run.run_id} | " in card and f" | {run['config_hash']} | " in card
+    for section in ("Where it comes from", "Selection", "Funnel", "Verifier controls",
+                    "Reviews", "Split", "Fields", "Known limitations"):  # fmt: skip
+        assert f"\n## {section}\n" in card
+    assert f"```sql\n{MECHANICS}\n```" in card
+    with connect_audit(landed_run.catalog) as con:
+        gates = con.execute("SELECT gate, rejected FROM gate_funnel").fetchall()
+        (generated,) = con.execute("SELECT generated FROM funnel").fetchall()[0]
+        controls = con.execute(
+            "SELECT method, auc_real_vs_shuffled FROM verifier_controls"
+        ).fetchall()
+    assert f"| {landed_run.run_id} | {generated} | " in card
+    for gate, rejected in gates:
+        assert f"| {landed_run.run_id} | {gate} | " in card
+        assert any(line.startswith(f"| {landed_run.run_id} | {gate} | ")
+                   and line.endswith(f" | {rejected} |") for line in card.splitlines())  # fmt: skip
+    for method, auc in controls:
+        assert f"| {landed_run.run_id} | {method} | " in card
+        assert auc is None or f"{auc:.3f}" in card
+    assert "| accepted by a reviewer | 0 | 0 |" in card  # the landed run has no review
+    assert m["split"]["hash"] in card
+    assert "| evidence_char_start | int32 | 0-based offset of the evidence in it |" in card
+    assert "| reward_model | struct | " in card
 
 
 def test_permissive_filter_drops_records_without_question(landed_run, tmp_path):
@@ -609,7 +657,9 @@ def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:
 def test_reviews_reach_the_export_and_the_latest_verdict_wins(landed_run, tmp_path):
     """A reviewer's reject leaves a record out (dropped.jsonl: review_rejected), a later
     accept brings it back, --reviewed-only exports exactly the records reviewers accepted,
-    and the manifest counts them."""
+    and the card and the manifest count them; the export folder still loads."""
+    import datasets
+
     c, run = _reviewed_copy(landed_run, tmp_path), landed_run.run_id
     with connect_audit(c.catalog) as con:
         accepted = con.execute("SELECT record_id FROM accepted").fetchall()
@@ -647,6 +697,12 @@ def test_reviews_reach_the_export_and_the_latest_verdict_wins(landed_run, tmp_pa
     }  # fmt: skip
     assert (reviews["overall"]["accept"], reviews["overall"]["reject"]) == (1, 1)
     assert reviews["exported_accepted"] == 1 and not reviews["reviewed_only"]
+    card = (res.out / "README.md").read_text()
+    assert "| accepted by a reviewer | 1 | 1 |" in card
+    assert "| rejected by a reviewer | 1 | 1 |" in card
+    assert "Left out by review: 1 rejected;" in card
+    dd = datasets.load_dataset(str(res.out), cache_dir=str(tmp_path / "cache"))
+    assert dd["train"]["record_id"] == kept
 
     only, kept, dropped = export("reviewed-only", reviewed_only=True)
     assert kept == [good]
@@ -655,6 +711,9 @@ def test_reviews_reach_the_export_and_the_latest_verdict_wins(landed_run, tmp_pa
         good,
     }
     assert only.counts["not_reviewed"] == before.counts["selected"] - 2
+    assert (
+        "--reviewed-only: so are those no reviewer accepted" in (only.out / "README.md").read_text()
+    )
 
     write_reviews(c.out, Verdict("accept", "ana", note="re-read: it is there"), [(bad, run)])
     res, kept, dropped = export("accepted-later")

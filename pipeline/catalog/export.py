@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.catalog.export_card import write_card
 from pipeline.catalog.export_formats import (
     DEFAULT_ABILITY,
     records_table,
@@ -35,7 +36,7 @@ from pipeline.catalog.export_reward import (
     RewardConfigError,
     reward_manifest,
     reward_settings,
-    write_reward_files,
+    write_reward_file,
 )
 from pipeline.catalog.export_selection import (
     DEFAULT_WHERE,
@@ -209,7 +210,7 @@ def export_curriculum(
     """Select (the accepted records by default), drop contaminated, shortcut, ambiguous and
     undetermined records (unless `include_*`) and those a reviewer rejected (with
     `reviewed_only`, all but those a reviewer accepted), dedupe questions and near-duplicate
-    clusters, split, and write an export directory atomically."""
+    clusters, split, and write an export directory atomically with its manifest and card."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     _check_split_options(split_by, validation_fraction)
@@ -241,8 +242,7 @@ def export_curriculum(
         dropped = drops.in_order()
         write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
-        for path in write_reward_files(tmp, out, fmts, reward):
-            files.append(_file_entry(tmp, path, None, None, None))
+        files.append(_file_entry(tmp, write_reward_file(tmp, reward), None, None, None))
         counts = {
             "selected": len(sel.rows),
             **drops.counts(),
@@ -273,6 +273,9 @@ def export_curriculum(
             "counts": counts,
             **_drop_sections(drops, included, sel),
             "reviews": _review_section(sel, kept, reviewed_only),
+            # The selected runs' rows of the catalog's funnel, gate_funnel and
+            # verifier_controls views, as at export (the dataset card shows them).
+            "run_views": {v: [_jsonable(r) for r in rows] for v, rows in sel.run_views.items()},
             "split": {
                 "by": split_by,
                 "validation_fraction": validation_fraction,
@@ -290,6 +293,8 @@ def export_curriculum(
                 "versions": _versions(),
             },
         }
+        # The card is rendered from the manifest (its files aside), then listed in it.
+        files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
         (tmp / MANIFEST).write_bytes(
             orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )

@@ -68,6 +68,9 @@ class Selection:
     # latest verdicts over all its records, {"accept": n, "reject": n}.
     reviewed: bool = False
     reviews_overall: dict[str, int] = field(default_factory=dict)
+    # For the dataset card, the selected runs' rows of the views funnel, gate_funnel and
+    # verifier_controls (empty where the catalog has no such view).
+    run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def default_selection(included: Iterable[str] = ()) -> str:
@@ -161,7 +164,20 @@ def select_records(
             sql = "SELECT count(*) > 0 FROM question_clusters"
             ((clustered,),) = con.execute(sql).fetchall()  # all: the connection is used on
         overall = _latest_reviews(con) if reviewed else {}
-    return Selection(rows, runs, checks, bool(clustered), rejected, where, reviewed, overall)
+        facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
+    return Selection(rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts)
+
+
+# The views the dataset card reports per selected run, in its order.
+CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls")
+
+
+def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> list[dict]:
+    if not run_ids:
+        return []
+    rel = con.table(view).filter(_isin("run_id", run_ids))
+    keys = [c for c in ("run_id", "position", "gate", "method") if c in rel.columns]
+    return rel.order(", ".join(keys)).to_arrow_table().to_pylist()
 
 
 def _latest_reviews(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
