@@ -34,7 +34,8 @@ def export_command(
             "--where",
             "-w",
             help="SQL boolean expression over the curriculum_verdicts view (default: the "
-            "accepted records); '' exports every record.",
+            "accepted records); '' exports every record. Records a reviewer rejected stay out "
+            "whatever the filter.",
         ),
     ] = "accepted",
     run_ids: Annotated[
@@ -102,14 +103,25 @@ def export_command(
             "correct even with the gold evidence; left out by default).",
         ),
     ] = False,
+    reviewed_only: Annotated[
+        bool,
+        typer.Option(
+            "--reviewed-only",
+            help="Export only records whose latest review is accept, within the selection "
+            "(the accepted records plus what --include-* adds, or --where's). Without it, "
+            "only records whose latest review is reject are left out.",
+        ),
+    ] = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
     """Export curriculum records as train/validation datasets (verl Parquet, HF, JSONL).
 
     Questions are deduplicated by their normalised text and by near-duplicate cluster,
-    records a benchmark check flagged are left out, and records sharing a passage never
-    straddle the split; manifest.json in OUT lists runs, counts and file checksums."""
+    records a benchmark check flagged or a reviewer rejected (`curriculum browse`; the latest
+    review wins) are left out, and records sharing a passage never straddle the split;
+    manifest.json in OUT lists runs, counts and file checksums, README.md is the dataset
+    card."""
     run_ids = [identifier_or_fail(r) for r in run_ids or []]
     cfg = config_or_fail(profile, overrides)
     from pipeline.catalog.export import ExportError, export_curriculum
@@ -133,6 +145,7 @@ def export_command(
             include_ambiguous=include_ambiguous,
             include_undetermined=include_undetermined,
             limits=cfg.sql,
+            reviewed_only=reviewed_only,
         )
     except ExportError as exc:
         fail(str(exc), exc.hint)
@@ -148,13 +161,15 @@ def export_command(
         f"  dropped: {c['duplicates_dropped']} duplicate question(s), "
         f"{c['near_duplicates_dropped']} near-duplicate(s), "
         f"{c['contaminated_dropped']} contaminated, {c['shortcuts_dropped']} shortcut(s), "
-        f"{c['ambiguous_dropped']} ambiguous, "
-        f"{c['no_question_or_answer']} without question/answer (listed in dropped.jsonl)"
+        f"{c['ambiguous_dropped']} ambiguous, {c['review_rejected']} rejected by review, "
+        + (f"{c['not_reviewed']} not accepted by review, " if reviewed_only else "")
+        + f"{c['no_question_or_answer']} without question/answer (listed in dropped.jsonl)"
     )
     for fmt in m["formats"]:
         paths = sorted({f["path"].split("/")[0] for f in m["files"] if f["format"] == fmt})
         typer.echo(f"  {fmt:5} {res.out / paths[0]}")
     typer.echo(f"  manifest {res.out / 'manifest.json'}")
+    typer.echo(f"  card     {res.out / 'README.md'}")
     typer.echo(f"  reward   {res.out / 'reward.py'} (verl: compute_score, TRL: curriculum_reward)")
     for w in res.warnings:
         typer.secho(f"warning: {display_text(w)}", fg="yellow", err=True)

@@ -25,6 +25,7 @@ def export(
     include_shortcuts: bool = False,
     include_ambiguous: bool = False,
     include_undetermined: bool = False,
+    reviewed_only: bool = False,
 ) -> str:
     """Filtered, deduplicated, leak-free train/validation export; returns the export dir."""
     cfg = load_config(profile, overrides or [])
@@ -42,6 +43,7 @@ def export(
         include_shortcuts=include_shortcuts,
         include_ambiguous=include_ambiguous,
         include_undetermined=include_undetermined,
+        reviewed_only=reviewed_only,
     )
     lines = [f"# Export {res.out}", "", f"filter: `{where}`", ""]
     lines += [f"- {k}: {v}" for k, v in res.counts.items()]

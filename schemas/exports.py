@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from schemas.fields import f
 from schemas.tables import KG_PATH
 
 # Version of the export layout and columns below (not of the curriculum table contract).
-EXPORT_VERSION = "1.1.0"
+EXPORT_VERSION = "1.2.0"
 
 # Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
 SOURCE_COLUMNS = (
@@ -57,6 +58,11 @@ QUALITY_COLUMNS = (
     "accepted",
 )
 
+# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest;
+# issue 27): read to honour reviews, not written into the export. Absent from a catalog
+# built before reviews existed.
+REVIEW_COLUMNS = ("review_verdict", "review_reason", "reviewer", "reviewed_at")
+
 # Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a
 # GRPO trainer needs to apply the process signals. EvalAct: the rollout's A_i and, per
 # Search→Evaluate segment in order, PCAR's multiplier clamp(1 + λ z̃, δ, ∞) and A_i × it (null
@@ -84,34 +90,44 @@ MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])
 
 # Trainer-neutral rows for the HF dataset and JSONL: a chat `prompt` (TRL's GRPO trainer reads
 # it as is and passes the other columns to reward functions) plus every field a reward needs.
+# Each field's doc is what the export's dataset card says of it.
 RECORD_SCHEMA = pa.schema(
     [
-        pa.field("record_id", pa.string(), nullable=False),
-        pa.field("split", pa.string(), nullable=False),
-        pa.field("index", pa.int64(), nullable=False),
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", MESSAGES, nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("answer", pa.string(), nullable=False),
-        pa.field("golden_answers", pa.list_(pa.string()), nullable=False),
-        pa.field("evidence", pa.string()),
-        pa.field("evidence_passage_id", pa.string()),
-        pa.field("evidence_char_start", pa.int32()),
-        pa.field("evidence_char_end", pa.int32()),
-        pa.field("source_passage_id", pa.string(), nullable=False),
-        pa.field("source_title", pa.string()),
-        pa.field("cluster_id", pa.int32()),
-        pa.field("task_type", pa.string()),
-        pa.field("hop_count", pa.int32()),
-        pa.field("kg_path", KG_PATH),
-        pa.field("waypoints", pa.list_(pa.string())),
-        pa.field("verifier_v", pa.float64()),
-        pa.field("difficulty", pa.float64()),
-        pa.field("proposer_reward", pa.float64()),
-        pa.field("solver_reward_mean", pa.float64()),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("config_hash", pa.string()),
-        pa.field("solver_process", SOLVER_PROCESS),  # null unless evalact / arr rollouts
+        f("record_id", pa.string(), False, "the curriculum record's id (joins the catalog)"),
+        f("split", pa.string(), False, "train | validation"),
+        f("index", pa.int64(), False, "position of the row in its split"),
+        f("data_source", pa.string(), False, "verl's data_source (picks the trainer's reward)"),
+        f("prompt", MESSAGES, False, "chat messages: one user turn, the Search-R1 instruction"),
+        f("question", pa.string(), False, "the question, as the proposer wrote it"),
+        f("answer", pa.string(), False, "the target answer, as the evidence writes it"),
+        f(
+            "golden_answers",
+            pa.list_(pa.string()),
+            False,
+            "every accepted form of the answer, the answer first",
+        ),
+        f("evidence", pa.string(), doc="the evidence span, verbatim from its passage"),
+        f("evidence_passage_id", pa.string(), doc="the passage the evidence is copied from"),
+        f("evidence_char_start", pa.int32(), doc="0-based offset of the evidence in it"),
+        f("evidence_char_end", pa.int32(), doc="end offset of the evidence (exclusive)"),
+        f("source_passage_id", pa.string(), False, "the passage the question was posed from"),
+        f("source_title", pa.string(), doc="that passage's title"),
+        f("cluster_id", pa.int32(), doc="the source passage's corpus cluster (the selector's)"),
+        f("task_type", pa.string(), doc="factual | comparison | causal | temporal | aggregation"),
+        f("hop_count", pa.int32(), doc="hops of the KG path the question follows"),
+        f("kg_path", KG_PATH, doc="the KG sub-path (nodes, relations) ending at the answer"),
+        f("waypoints", pa.list_(pa.string()), doc="KG path nodes the WCR reward looks for"),
+        f("verifier_v", pa.float64(), doc="evidence verifier V = p+ - p- (with vs without it)"),
+        f("difficulty", pa.float64(), doc="R_DZ = 1{0<k<n} (n-k)/(n-1) over n solver rollouts"),
+        f("proposer_reward", pa.float64(), doc="R_pro = 1/2 F_fmt + R_DZ + 0.5 V + 0.1 B"),
+        f("solver_reward_mean", pa.float64(), doc="mean solver reward R_sol over its rollouts"),
+        f("run_id", pa.string(), False, "the nightly run that made the record"),
+        f("config_hash", pa.string(), doc="hash of that run's resolved configuration"),
+        f(
+            "solver_process",
+            SOLVER_PROCESS,
+            doc="EvalAct / ARR process signals per solver rollout; null under search_r1",
+        ),
     ],
     metadata={"format": "records", "export_version": EXPORT_VERSION},
 )
@@ -138,10 +154,10 @@ EXTRA_INFO = (
 
 VERL_SCHEMA = pa.schema(
     [
-        pa.field("data_source", pa.string(), nullable=False),
-        pa.field("prompt", MESSAGES, nullable=False),
-        pa.field("ability", pa.string(), nullable=False),
-        pa.field(
+        f("data_source", pa.string(), False, RECORD_SCHEMA.field("data_source").metadata[b"doc"]),
+        f("prompt", MESSAGES, False, RECORD_SCHEMA.field("prompt").metadata[b"doc"]),
+        f("ability", pa.string(), False, "verl's ability label (--ability)"),
+        f(
             "reward_model",
             pa.struct(
                 [
@@ -158,12 +174,14 @@ VERL_SCHEMA = pa.schema(
                     ),
                 ]
             ),
-            nullable=False,
+            False,
+            "style rule; ground_truth: target (golden_answers), evidence, waypoints",
         ),
-        pa.field(
+        f(
             "extra_info",
             pa.struct([pa.field(n, RECORD_SCHEMA.field(n).type) for n in EXTRA_INFO]),
-            nullable=False,
+            False,
+            "the record fields named in EXTRA_INFO, as in the records format",
         ),
     ],
     metadata={"format": "verl", "export_version": EXPORT_VERSION},

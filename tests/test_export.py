@@ -4,7 +4,9 @@ landed nightly run (verl Parquet, HF datasets, JSONL, manifest, refusals, the CL
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pyarrow.parquet as pq
@@ -32,6 +34,10 @@ from pipeline.catalog.export_splits import (
     shared_passages,
 )
 from pipeline.catalog.readonly_sql import connect_audit
+from pipeline.core.config import load_config
+from pipeline.stages import refresh_catalog
+from pipeline.store.reviews import Verdict, write_reviews
+from pipeline.store.store import Store
 from schemas.exports import VERL_SCHEMA
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
@@ -324,6 +330,22 @@ def test_hf_dataset_loads_with_load_from_disk(exported):
     assert dd["train"]["record_id"] == [r["extra_info"]["record_id"] for r in verl_ids]
 
 
+def test_load_dataset_reads_the_export_folder_through_its_card(exported, tmp_path):
+    """The card's YAML header names the records format's files as the default config, so
+    `datasets.load_dataset(<export>)` (and the Hub) read the export folder itself."""
+    import datasets
+
+    card = (exported.out / "README.md").read_text()
+    assert card.startswith("---\n") and "\nlicense: unknown" in card
+    assert "task_categories:\n- question-answering" in card
+    dd = datasets.load_dataset(str(exported.out), cache_dir=str(tmp_path / "cache"))
+    disk = datasets.load_from_disk(str(exported.out / "hf"))
+    assert set(dd) == {s for s in ("train", "validation") if exported.counts[s]}
+    for split in dd:
+        assert dd[split]["record_id"] == disk[split]["record_id"]
+        assert dd[split].column_names == disk[split].column_names
+
+
 def test_train_and_validation_share_no_passage(exported):
     lines = {
         s: [
@@ -375,6 +397,38 @@ def test_manifest_lists_runs_counts_and_checksums(exported, landed_run):
     finally:
         victim.write_bytes(data)
     assert not [p for p in exported.out.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_dataset_card_says_where_the_data_comes_from(exported, landed_run):
+    """README.md: the runs with their config hashes, the selection, the funnel and every
+    gate's drops, the verifier controls, the reviews, the split rule, the fields (their docs
+    from schemas/exports.py) and the known limitations."""
+    card = (exported.out / "README.md").read_text()
+    m = exported.manifest
+    run = m["runs"][0]
+    assert f"| {landed_run.run_id} | " in card and f" | {run['config_hash']} | " in card
+    for section in ("Where it comes from", "Selection", "Funnel", "Verifier controls",
+                    "Reviews", "Split", "Fields", "Known limitations"):  # fmt: skip
+        assert f"\n## {section}\n" in card
+    assert f"```sql\n{MECHANICS}\n```" in card
+    with connect_audit(landed_run.catalog) as con:
+        gates = con.execute("SELECT gate, rejected FROM gate_funnel").fetchall()
+        (generated,) = con.execute("SELECT generated FROM funnel").fetchall()[0]
+        controls = con.execute(
+            "SELECT method, auc_real_vs_shuffled FROM verifier_controls"
+        ).fetchall()
+    assert f"| {landed_run.run_id} | {generated} | " in card
+    for gate, rejected in gates:
+        assert f"| {landed_run.run_id} | {gate} | " in card
+        assert any(line.startswith(f"| {landed_run.run_id} | {gate} | ")
+                   and line.endswith(f" | {rejected} |") for line in card.splitlines())  # fmt: skip
+    for method, auc in controls:
+        assert f"| {landed_run.run_id} | {method} | " in card
+        assert auc is None or f"{auc:.3f}" in card
+    assert "| accepted by a reviewer | 0 | 0 |" in card  # the landed run has no review
+    assert m["split"]["hash"] in card
+    assert "| evidence_char_start | int32 | 0-based offset of the evidence in it |" in card
+    assert "| reward_model | struct | " in card
 
 
 def test_permissive_filter_drops_records_without_question(landed_run, tmp_path):
@@ -493,6 +547,21 @@ def test_cli_export_writes_formats_and_prints_summary(landed_run, tmp_path):
     assert again.stderr.splitlines()[1].startswith("hint: pass --overwrite")
 
 
+def test_cli_reviewed_only_without_reviews_exports_nothing_and_says_why(landed_run, tmp_path):
+    out = tmp_path / "x"
+    sets = [a for s in landed_run.settings for a in ("--set", s)]
+    help_text = CliRunner().invoke(_cli(), ["export", "--help"]).stdout
+    assert "--reviewed-only" in help_text and "--include-*" in help_text
+    args = ["export", str(out), *sets, "--where", MECHANICS, "--reviewed-only",
+            "--include-shortcuts", "--include-ambiguous", "--include-undetermined"]  # fmt: skip
+    res = CliRunner().invoke(_cli(), args)
+    n = len(_catalog_rows(landed_run.catalog))
+    assert res.exit_code == 2, res.output
+    first = res.stderr.splitlines()[0]
+    assert first.startswith(f"error: none of the {n} records selected by '{MECHANICS}' is left")
+    assert f"not_reviewed {n}" in first and not out.exists()
+
+
 def test_cli_bad_filter_and_missing_catalog(landed_run, tmp_path):
     sets = [a for s in landed_run.settings for a in ("--set", s)]
     out = tmp_path / "x"
@@ -567,3 +636,112 @@ def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
     ]
     assert len(res.manifest["runs"][0]["config_hash"]) == 16
     assert any("not completed" in w for w in res.warnings)
+
+
+# ---- reviews (issue 27) ------------------------------------------------------------------
+
+
+def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:
+    """The landed store copied (reviews are never written into the shared one) and its catalog
+    rebuilt over the copy the way landing does, so it reads the copy's reviews."""
+    out = tmp_path / "out"
+    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
+    settings = [s for s in landed_run.settings if not s.startswith("store.")]
+    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    cfg = load_config(None, settings)
+    store = Store.from_config(cfg)
+    refresh_catalog(cfg, store)
+    return SimpleNamespace(out=out, catalog=store.catalog_path, cfg=cfg, store=store)
+
+
+def test_reviews_reach_the_export_and_the_latest_verdict_wins(landed_run, tmp_path):
+    """A reviewer's reject leaves a record out (dropped.jsonl: review_rejected), a later
+    accept brings it back, --reviewed-only exports exactly the records reviewers accepted,
+    and the card and the manifest count them; the export folder still loads."""
+    import datasets
+
+    c, run = _reviewed_copy(landed_run, tmp_path), landed_run.run_id
+    with connect_audit(c.catalog) as con:
+        accepted = con.execute("SELECT record_id FROM accepted").fetchall()
+    # The default selection when the run accepted two records or more (the 270M model's six
+    # records usually give four); else the valid verbatim ones through a user's --where,
+    # which the reviews bind all the same.
+    scope = {} if len(accepted) >= 2 else {"where": MECHANICS, **KEEP_ALL}
+
+    def export(name: str, **kw):
+        res = export_curriculum(c.catalog, tmp_path / name, formats=["hf", "jsonl"],
+                                validation_fraction=0, **scope, **kw)  # fmt: skip
+        lines = (res.out / "jsonl" / "train.jsonl").read_bytes().splitlines()
+        dropped = (res.out / "dropped.jsonl").read_bytes().splitlines()
+        return (
+            res,
+            [orjson.loads(x)["record_id"] for x in lines],
+            {d["record_id"]: d for d in map(orjson.loads, dropped)},
+        )
+
+    before, ids, _ = export("before")
+    assert len(ids) >= 2, "the landed run has fewer than two records to review"
+    bad, good = ids[0], ids[1]
+    write_reviews(c.out, Verdict("reject", "ana", "answer_not_in_evidence", "wrong span"),
+                  [(bad, run)])  # fmt: skip
+    write_reviews(c.out, Verdict("accept", "ben"), [(good, run)])
+
+    res, kept, dropped = export("rejected")
+    assert bad not in kept and set(ids) - {bad} <= set(kept)
+    assert dropped[bad]["reason"] == "review_rejected"
+    assert "answer_not_in_evidence" in dropped[bad]["detail"] and "ana" in dropped[bad]["detail"]
+    assert res.counts["review_rejected"] == 1 and res.counts["not_reviewed"] == 0
+    reviews = res.manifest["reviews"]
+    assert reviews["scope"] == {
+        "accept": 1, "reject": 1, "not_reviewed": before.counts["selected"] - 2
+    }  # fmt: skip
+    assert (reviews["overall"]["accept"], reviews["overall"]["reject"]) == (1, 1)
+    assert reviews["exported_accepted"] == 1 and not reviews["reviewed_only"]
+    card = (res.out / "README.md").read_text()
+    assert "| accepted by a reviewer | 1 | 1 |" in card
+    assert "| rejected by a reviewer | 1 | 1 |" in card
+    assert "Left out by review: 1 rejected;" in card
+    dd = datasets.load_dataset(str(res.out), cache_dir=str(tmp_path / "cache"))
+    assert dd["train"]["record_id"] == kept
+
+    only, kept, dropped = export("reviewed-only", reviewed_only=True)
+    assert kept == [good]
+    assert {r for r, d in dropped.items() if d["reason"] == "not_reviewed"} >= set(ids) - {
+        bad,
+        good,
+    }
+    assert only.counts["not_reviewed"] == before.counts["selected"] - 2
+    assert (
+        "--reviewed-only: so are those no reviewer accepted" in (only.out / "README.md").read_text()
+    )
+
+    write_reviews(c.out, Verdict("accept", "ana", note="re-read: it is there"), [(bad, run)])
+    res, kept, dropped = export("accepted-later")
+    assert kept == ids and bad not in dropped and res.counts["review_rejected"] == 0
+    _, kept, _ = export("reviewed-only-later", reviewed_only=True)
+    assert kept == sorted([bad, good])
+
+
+def test_reviews_survive_a_catalog_rebuild(landed_run, tmp_path):
+    """Reviews live in the store, not the catalog: a rebuilt catalog lists them, and so does
+    every read-only connection before the rebuild."""
+    import duckdb
+
+    from pipeline.store.store import connect_readonly
+
+    c = _reviewed_copy(landed_run, tmp_path)
+    with connect_audit(c.catalog) as con:
+        ((rid,),) = con.execute("SELECT min(record_id) FROM curriculum").fetchall()
+    write_reviews(c.out, Verdict("reject", "ana", "trivial"), [(rid, landed_run.run_id)])
+    sql = "SELECT record_id, verdict, reason, reviewer FROM review_latest"
+    with duckdb.connect(str(c.catalog), read_only=True) as con:  # the catalog's own listing
+        assert con.execute(sql).fetchall() == []
+    with connect_readonly(c.catalog) as con:  # the files on disk now
+        assert con.execute(sql).fetchall() == [(rid, "reject", "trivial", "ana")]
+    refresh_catalog(c.cfg, c.store)
+    with duckdb.connect(str(c.catalog), read_only=True) as con:
+        assert con.execute(sql).fetchall() == [(rid, "reject", "trivial", "ana")]
+        got = con.execute(
+            "SELECT review_verdict FROM curriculum_verdicts WHERE record_id = ?", [rid]
+        ).fetchall()
+    assert got == [("reject",)]

@@ -17,6 +17,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import subprocess
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.catalog.export_card import write_card
 from pipeline.catalog.export_formats import (
     DEFAULT_ABILITY,
     records_table,
@@ -34,7 +36,7 @@ from pipeline.catalog.export_reward import (
     RewardConfigError,
     reward_manifest,
     reward_settings,
-    write_reward_files,
+    write_reward_file,
 )
 from pipeline.catalog.export_selection import (
     DEFAULT_WHERE,
@@ -203,10 +205,12 @@ def export_curriculum(
     include_ambiguous: bool = False,
     include_undetermined: bool = False,
     limits: SQLConfig | None = None,
+    reviewed_only: bool = False,
 ) -> ExportResult:
     """Select (the accepted records by default), drop contaminated, shortcut, ambiguous and
-    undetermined records (unless `include_*`), dedupe questions and near-duplicate clusters,
-    split, and write an export directory atomically."""
+    undetermined records (unless `include_*`) and those a reviewer rejected (with
+    `reviewed_only`, all but those a reviewer accepted), dedupe questions and near-duplicate
+    clusters, split, and write an export directory atomically with its manifest and card."""
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     _check_split_options(split_by, validation_fraction)
@@ -218,23 +222,8 @@ def export_curriculum(
         "ambiguous": include_ambiguous, "undetermined": include_undetermined,
     }  # fmt: skip
     default = where == DEFAULT_WHERE
-    if default:
-        where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
+    sel, kept, drops = _select(catalog, where, run_ids, included, reviewed_only, limits)
     where = sel.where
-    scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
-    if not sel.rows:
-        raise ExportError(
-            f"filter {where!r} selected no records from {scope} in {catalog}",
-            'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
-        )
-    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included)
-    if not kept:
-        raise ExportError(
-            f"none of the {len(sel.rows)} records selected by {where!r} has a question "
-            "and an answer",
-            "select valid records, e.g. --where is_valid",
-        )
     split = assign_splits(kept, validation_fraction, split_by, seed)
     leaked = shared_passages(kept, split.splits)
     if leaked:  # a bug in the grouping, never a property of the data: refuse to write it
@@ -253,8 +242,7 @@ def export_curriculum(
         dropped = drops.in_order()
         write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
-        for path in write_reward_files(tmp, out, fmts, reward):
-            files.append(_file_entry(tmp, path, None, None, None))
+        files.append(_file_entry(tmp, write_reward_file(tmp, reward), None, None, None))
         counts = {
             "selected": len(sel.rows),
             **drops.counts(),
@@ -271,6 +259,7 @@ def export_curriculum(
             "finished_at": dt.datetime.now(dt.UTC).isoformat(),
             "catalog": str(Path(catalog).resolve()),
             "filter": where if where and where.strip() else None,
+            "default_selection": default,
             "run_ids_requested": sorted(set(run_ids)) or None,
             "formats": fmts,
             "data_source": data_source,
@@ -283,6 +272,10 @@ def export_curriculum(
             ],
             "counts": counts,
             **_drop_sections(drops, included, sel),
+            "reviews": _review_section(sel, kept, reviewed_only),
+            # The selected runs' rows of the catalog's funnel, gate_funnel and
+            # verifier_controls views, as at export (the dataset card shows them).
+            "run_views": {v: [_jsonable(r) for r in rows] for v, rows in sel.run_views.items()},
             "split": {
                 "by": split_by,
                 "validation_fraction": validation_fraction,
@@ -300,10 +293,47 @@ def export_curriculum(
                 "versions": _versions(),
             },
         }
+        # The card is rendered from the manifest (its files aside), then listed in it.
+        files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
         (tmp / MANIFEST).write_bytes(
             orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
         )
     return ExportResult(out, manifest, counts, warnings)
+
+
+def _select(
+    catalog: str | Path,
+    where: str | None,
+    run_ids: Sequence[str],
+    included: dict[str, bool],
+    reviewed_only: bool,
+    limits: SQLConfig | None,
+) -> tuple[Selection, list[dict[str, Any]], Drops]:
+    """The selection (`where`, or the default's accepted records plus the included gates'),
+    and the records it keeps after the gates, the reviews and the dedupe; refuses an export
+    left with nothing."""
+    default = where == DEFAULT_WHERE
+    if default:
+        where = default_selection(k for k, on in included.items() if on)
+    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
+    if reviewed_only and not sel.reviewed:
+        raise ExportError(
+            f"--reviewed-only: the catalog {catalog} was built before reviews existed",
+            "rebuild it (run `curriculum nightly`, or the land flow, with this code)",
+        )
+    if not sel.rows:
+        scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
+        raise ExportError(
+            f"filter {sel.where!r} selected no records from {scope} in {catalog}",
+            'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
+        )
+    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included, reviewed_only)
+    if not kept:
+        raise ExportError(
+            _nothing_left(len(sel.rows), sel.where, drops),
+            "select other records (--where, --include-*, --run-id), or review more",
+        )
+    return sel, kept, drops
 
 
 def _check_split_options(split_by: str, validation_fraction: float) -> None:
@@ -344,6 +374,41 @@ def _drop_sections(drops: Drops, included: dict[str, bool], sel: Selection) -> d
             "dropped": len(drops.near_duplicates),
         },
     }
+
+
+def _review_section(
+    sel: Selection, kept: list[dict[str, Any]], reviewed_only: bool
+) -> dict[str, Any]:
+    """The manifest's account of the reviews (issue 27): the rule applied and the latest
+    verdicts in the export's scope (the selected records) and over the whole catalog."""
+    scope = Counter(r.get("review_verdict") for r in sel.rows)
+    rule = (
+        "Reviews honoured (view review_latest, the latest verdict per record wins): records "
+        "whose latest review is reject are left out"
+    )
+    if reviewed_only:
+        rule += "; --reviewed-only: so are those no reviewer accepted"
+    if not sel.reviewed:
+        rule = "Reviews not read: the catalog was built before reviews existed"
+    return {
+        "in_catalog": sel.reviewed,
+        "rule": rule + ".",
+        "reviewed_only": reviewed_only,
+        "scope": {
+            "accept": scope["accept"],
+            "reject": scope["reject"],
+            "not_reviewed": len(sel.rows) - scope["accept"] - scope["reject"],
+        },
+        "overall": sel.reviews_overall,
+        "exported_accepted": sum(1 for r in kept if r.get("review_verdict") == "accept"),
+    }
+
+
+def _nothing_left(selected: int, where: str | None, drops: Drops) -> str:
+    """Why an export that selected records has none left to write (one line)."""
+    why = {k: v for k, v in drops.counts().items() if v and not isinstance(v, dict)}
+    said = ", ".join(f"{k} {v}" for k, v in why.items())
+    return f"none of the {selected} records selected by {where!r} is left to export ({said})"
 
 
 def _warnings(

@@ -36,6 +36,10 @@ class ExportFormat:
     # with the lowest `trl_rank` is shown. None: the card shows no loader for this format.
     trl_train: Callable[[Path], str] | None = None
     trl_rank: int = 0
+    # The dataset card's `configs` (what `datasets.load_dataset(<export>)` and the Hub read):
+    # `data_files(split)` is the split's file or glob inside `folder`; of the formats exported
+    # with one, the lowest `trl_rank` is the card's config. None: never the card's config.
+    data_files: Callable[[str], str] | None = None
 
 
 def records_table(records: list[dict[str, Any]]) -> pa.Table:
@@ -119,10 +123,17 @@ VERL = ExportFormat(
     _verl,
     trl_train=lambda d: f"load_dataset('parquet', data_files='{d / 'train.parquet'}')['train']",
     trl_rank=2,
+    data_files=lambda split: f"{split}.parquet",
 )
-HF = ExportFormat(_hf, trl_train=lambda d: f"load_from_disk('{d}')['train']", trl_rank=0)
+HF = ExportFormat(
+    _hf,
+    trl_train=lambda d: f"load_from_disk('{d}')['train']",
+    trl_rank=0,
+    data_files=lambda split: f"{split}/*.arrow",
+)
 JSONL = ExportFormat(
     _jsonl,
     trl_train=lambda d: f"load_dataset('json', data_files='{d / 'train.jsonl'}')['train']",
     trl_rank=1,
+    data_files=lambda split: f"{split}.jsonl",
 )

@@ -1,5 +1,5 @@
 """The reward that ships with an export: `reward.py` (verl's `compute_score`, TRL's reward
-function) and a dataset card (`README.md`) that says how to train on the export.
+function); the dataset card (`export_card.py`) says how to train with it.
 
 One source of truth: reward.py is `reward_template.py` (the trainer glue) with its marked import
 of `pipeline.agents.rewards` replaced by the source of the imported functions and of everything
@@ -22,10 +22,8 @@ import yaml
 
 from pipeline.agents import rewards
 from pipeline.catalog.readonly_sql import connect_audit
-from pipeline.core import variants
 
 REWARD_FILE = "reward.py"
-CARD_FILE = "README.md"
 VERL_FUNCTION = "compute_score"
 TRL_FUNCTION = "curriculum_reward"
 TEMPLATE = Path(__file__).with_name("reward_template.py")
@@ -185,68 +183,8 @@ def reward_manifest(settings: RewardSettings) -> dict[str, Any]:
     }
 
 
-def dataset_card(out: Path, formats: Sequence[str], settings: RewardSettings) -> str:
-    """README.md of an export: what it holds and how to train on it with its reward."""
-    reward = out / REWARD_FILE
-    lines = [
-        "# Evidence curriculum export",
-        "",
-        "Search-agent training data (question, answer, verbatim evidence, KG waypoints) with the",
-        f"reward that matches it: `{REWARD_FILE}` (standard library only; load it by path).",
-        "`manifest.json` lists the runs, filter, counts, file checksums and the reward's",
-        'settings. See the project README, section "Train on it", for the details.',
-        "",
-        f"Reward: R = c + {settings.alpha} * (1 - c) * valid * g~"
-        + (f" + {settings.format_weight} * F_fmt" if settings.format_weight else ""),
-        "(c: exact match of the last <answer> with the target or an alias; valid: a non-empty",
-        "<answer>; g~: the share of the KG waypoints named in <think>, divided by the best in",
-        "the group scored together). A base model without a chat template needs one set on",
-        "its tokenizer first (verl and TRL both apply it to the chat `prompt`).",
-        "",
-    ]
-    if "verl" in formats:
-        lines += [
-            "## verl",
-            "",
-            "```bash",
-            "python -m verl.trainer.main_ppo \\",
-            f"  data.train_files={out / 'verl' / 'train.parquet'} \\",
-            f"  data.val_files={out / 'verl' / 'validation.parquet'} \\",
-            f"  reward.custom_reward_function.path={reward} \\",
-            f"  reward.custom_reward_function.name={VERL_FUNCTION} ...",
-            "```",
-            "",
-        ]
-    # TRL reads the format ranked first that datasets loads (none such: no TRL example).
-    chosen = [(variants.load("export format", f), f) for f in formats]
-    loadable = [(x, f) for x, f in chosen if x.trl_train is not None]
-    if not loadable:
-        return "\n".join(lines)
-    trl, fmt = min(loadable, key=lambda xf: xf[0].trl_rank)
-    lines += [
-        "## TRL",
-        "",
-        "```python",
-        "import importlib.util",
-        "from datasets import load_dataset, load_from_disk",
-        "from trl import GRPOConfig, GRPOTrainer",
-        "",
-        f"spec = importlib.util.spec_from_file_location('reward', '{reward}')",
-        "reward = importlib.util.module_from_spec(spec)",
-        "spec.loader.exec_module(reward)",
-        f"train = {trl.trl_train(out / fmt)}",
-        f"trainer = GRPOTrainer(model=..., reward_funcs=[reward.{TRL_FUNCTION}],",
-        "                      args=GRPOConfig(...), train_dataset=train)",
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def write_reward_files(
-    tmp: Path, out: Path, formats: Sequence[str], settings: RewardSettings
-) -> list[Path]:
-    """reward.py and README.md into the export being built at `tmp` (renamed to `out`)."""
-    (tmp / REWARD_FILE).write_text(reward_module_source(settings), encoding="utf-8")
-    (tmp / CARD_FILE).write_text(dataset_card(out, formats, settings), encoding="utf-8")
-    return [tmp / REWARD_FILE, tmp / CARD_FILE]
+def write_reward_file(tmp: Path, settings: RewardSettings) -> Path:
+    """reward.py into the export being built at `tmp`."""
+    path = tmp / REWARD_FILE
+    path.write_text(reward_module_source(settings), encoding="utf-8")
+    return path

@@ -2,6 +2,12 @@
 the funnel and the run's summary line count), or a user's --where; with the default, also the
 valid verbatim records the view left out and why, for dropped.jsonl.
 
+Each selected row carries the reviewers' latest verdict (`review_verdict`, ...; issue 27),
+which the export honours after the selection, whichever it is (`export_splits.drop_reviewed`):
+a record a reviewer rejected stays out of a user's --where too, as the gates' drops do — a
+--where narrows or widens what the pipeline judged, it does not overrule a person who read
+the record. Bringing such a record back is a new review (the latest verdict wins).
+
 Reads the catalog read-only; the filter is parsed as one expression
 (`pipeline.catalog.readonly_sql`).
 """
@@ -23,7 +29,7 @@ from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
 from pipeline.store.store import StoreError
-from schemas.exports import QUALITY_COLUMNS, SOURCE_COLUMNS
+from schemas.exports import QUALITY_COLUMNS, REVIEW_COLUMNS, SOURCE_COLUMNS
 
 # The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the
 # run's summary line count, and what an export ships unless --where says otherwise.
@@ -58,6 +64,13 @@ class Selection:
     # each with the view's reason (they go to dropped.jsonl, counted by reason).
     rejected: list[Dropped] = field(default_factory=list)
     where: str | None = None  # the filter as run (a catalog without the views: the old one)
+    # Reviews (issue 27): whether the catalog has them (one built before has not), and the
+    # latest verdicts over all its records, {"accept": n, "reject": n}.
+    reviewed: bool = False
+    reviews_overall: dict[str, int] = field(default_factory=dict)
+    # For the dataset card, the selected runs' rows of the views funnel, gate_funnel and
+    # verifier_controls (empty where the catalog has no such view).
+    run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def default_selection(included: Iterable[str] = ()) -> str:
@@ -104,8 +117,10 @@ def select_records(
                 )
         views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         gated = "curriculum_verdicts" in views  # absent from a catalog older than the gates
-        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         source = "curriculum_verdicts" if gated else "curriculum"
+        reviewed = gated and set(REVIEW_COLUMNS) <= set(con.table(source).columns)
+        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
+        columns += REVIEW_COLUMNS if reviewed else ()
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         try:
@@ -146,8 +161,34 @@ def select_records(
         if gated:
             checks = con.table("benchmark_checks").order("benchmark").to_arrow_table()
             checks = checks.drop_columns(["checked_at"]).to_pylist()
-            clustered = con.execute("SELECT count(*) > 0 FROM question_clusters").fetchone()[0]
-    return Selection(rows, runs, checks, bool(clustered), rejected, where)
+            sql = "SELECT count(*) > 0 FROM question_clusters"
+            ((clustered,),) = con.execute(sql).fetchall()  # all: the connection is used on
+        overall = _latest_reviews(con) if reviewed else {}
+        facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
+    return Selection(rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts)
+
+
+# The views the dataset card reports per selected run, in its order.
+CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls")
+
+
+def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> list[dict]:
+    if not run_ids:
+        return []
+    rel = con.table(view).filter(_isin("run_id", run_ids))
+    keys = [c for c in ("run_id", "position", "gate", "method") if c in rel.columns]
+    return rel.order(", ".join(keys)).to_arrow_table().to_pylist()
+
+
+def _latest_reviews(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The latest review verdicts over every record of the catalog (reviews of records no
+    longer in it are not counted)."""
+    ((accept, reject, total),) = con.execute(
+        "SELECT count(*) FILTER (WHERE r.verdict = 'accept'), "
+        "count(*) FILTER (WHERE r.verdict = 'reject'), count(*) "
+        "FROM curriculum c LEFT JOIN review_latest r USING (record_id)"
+    ).fetchall()
+    return {"accept": accept, "reject": reject, "not_reviewed": total - accept - reject}
 
 
 # The view's reasons as the export's drop reasons (the Python drops use the same names).

@@ -22,7 +22,7 @@ SPLIT_BY = ("passage", "cluster")
 class Dropped:
     record_id: str
     # no_question_or_answer | contaminated | shortcut | ambiguous_answer | duplicate_question
-    # | near_duplicate
+    # | near_duplicate | review_rejected | not_reviewed | a custom gate's name
     reason: str
     kept_record_id: str | None = None
     detail: str | None = None  # the benchmarks/methods, or the near-duplicate cluster
@@ -124,6 +124,31 @@ def drop_undetermined(
     return kept, dropped
 
 
+def review_detail(row: dict[str, Any]) -> str:
+    """Who rejected a record, when and why (dropped.jsonl's detail of a review rejection)."""
+    at = row.get("reviewed_at")
+    when = at.isoformat() if hasattr(at, "isoformat") else at
+    return f"{row.get('review_reason')} (reviewer {row.get('reviewer')}, {when})"
+
+
+def drop_reviewed(
+    rows: Iterable[dict[str, Any]], reviewed_only: bool = False
+) -> tuple[list[dict[str, Any]], list[Dropped], list[Dropped]]:
+    """A reviewer's latest verdict (`review_verdict`, view review_latest) over the gates':
+    records whose latest review is `reject` are dropped; with `reviewed_only`, so are those
+    no reviewer accepted (not reviewed). Returns kept, review-rejected, not reviewed."""
+    kept, rejected, unreviewed = [], [], []
+    for row in rows:
+        verdict = row.get("review_verdict")
+        if verdict == "reject":
+            rejected.append(Dropped(row["record_id"], "review_rejected", None, review_detail(row)))
+        elif reviewed_only and verdict != "accept":
+            unreviewed.append(Dropped(row["record_id"], "not_reviewed"))
+        else:
+            kept.append(row)
+    return kept, rejected, unreviewed
+
+
 def _dedupe_by(
     rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], str], reason: str
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
@@ -175,6 +200,8 @@ class Drops:
     ambiguous: list[Dropped]
     undetermined: list[Dropped]
     gated: list[Dropped]  # custom generation gates (gates.custom), each under its own reason
+    review_rejected: list[Dropped]  # the latest review of the record is a reject
+    not_reviewed: list[Dropped]  # --reviewed-only: no reviewer accepted it
     duplicates: list[Dropped]
     near_duplicates: list[Dropped]
 
@@ -189,6 +216,8 @@ class Drops:
             "shortcuts_dropped": len(self.shortcuts),
             "ambiguous_dropped": len(self.ambiguous),
             "undetermined_dropped": len(self.undetermined),
+            "review_rejected": len(self.review_rejected),
+            "not_reviewed": len(self.not_reviewed),
             "duplicates_dropped": len(self.duplicates),
             "near_duplicates_dropped": len(self.near_duplicates),
             # by reason, and only when a selected run had a custom gate
@@ -200,13 +229,21 @@ class Drops:
 
 
 def drop_and_dedupe(
-    rows: Sequence[dict[str, Any]], rejected: Sequence[Dropped], included: dict[str, bool]
+    rows: Sequence[dict[str, Any]],
+    rejected: Sequence[Dropped],
+    included: dict[str, bool],
+    reviewed_only: bool = False,
 ) -> tuple[list[dict[str, Any]], Drops]:
     """The rows an export keeps of `rows`, and what it drops: rows without a question or an
-    answer, the gates' rejections (unless included), duplicate questions and near-duplicate
+    answer, the gates' rejections (unless included), the reviewers' rejections (and, with
+    `reviewed_only`, the records no reviewer accepted), duplicate questions and near-duplicate
     clusters; `rejected` (what the accepted view left out) joins under the same names.
     `included` names the gates whose rejections stay in (contaminated, shortcuts, ambiguous,
-    undetermined)."""
+    undetermined).
+
+    Reviews come after the gates and before the dedupe, as the gates do in the view: one
+    record per question among those left. (With the default selection the view has deduped
+    already, before any review: a rejected record does not bring back a duplicate of it.)"""
     usable, unusable = drop_unusable(rows)
     contaminated: list[Dropped] = []
     if not included["contaminated"]:
@@ -220,6 +257,7 @@ def drop_and_dedupe(
     undetermined: list[Dropped] = []
     if not included["undetermined"]:
         usable, undetermined = drop_undetermined(usable)
+    usable, review_rejected, not_reviewed = drop_reviewed(usable, reviewed_only)
     kept, duplicates = dedupe_questions(usable)
     kept, near_duplicates = dedupe_near_duplicates(kept)
     by_view: dict[str, list[Dropped]] = {}
@@ -241,6 +279,8 @@ def drop_and_dedupe(
         ambiguous,
         undetermined,
         gated,
+        review_rejected,
+        not_reviewed,
         duplicates,
         near_duplicates,
     )

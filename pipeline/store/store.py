@@ -389,7 +389,8 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
             raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
         raise
     try:  # the reviews written since the last refresh (a catalog from before has no info)
-        (root,) = con.execute("SELECT store_root FROM catalog_info").fetchone()
+        # fetchall: a result left half-read would refuse the caller's next query on `con`
+        ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
     except duckdb.CatalogException:
         return con
     attach_reviews(con, Path(root))
