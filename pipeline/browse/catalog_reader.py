@@ -37,7 +37,7 @@ class CatalogReader:
         con.execute(f"SET memory_limit = '{self.memory_limit}'")  # config value, not a request's
         con.execute(f"SET threads = {int(self.threads)}")
         try:
-            (root,) = con.execute("SELECT store_root FROM catalog_info").fetchone()
+            ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
             con.execute("SELECT 1 FROM record_index LIMIT 0")
         except duckdb.CatalogException:
             con.close()
