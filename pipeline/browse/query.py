@@ -169,22 +169,12 @@ def records_page(
 
 
 def facets(con: duckdb.DuckDBPyConnection) -> dict[str, list[Any]]:
-    """The values the filters offer (from the materialised index: one small scan each)."""
-    out: dict[str, list[Any]] = {}
-    for name, sql in (
-        ("run_id", "SELECT DISTINCT run_id FROM record_index ORDER BY 1 DESC"),
-        ("rejected_by", "SELECT DISTINCT rejected_by FROM record_index WHERE rejected_by "
-         "IS NOT NULL ORDER BY 1"),
-        ("task_type", "SELECT DISTINCT task_type FROM record_index ORDER BY 1"),
-        ("hop_count", "SELECT DISTINCT hop_count FROM record_index WHERE hop_count IS NOT "
-         "NULL ORDER BY 1"),
-        ("gate", "SELECT DISTINCT g.gate FROM (SELECT unnest(gate_verdicts) AS g FROM "
-         "record_index) ORDER BY 1"),
-        ("gate_verdict", "SELECT DISTINCT g.verdict FROM (SELECT unnest(gate_verdicts) AS g "
-         "FROM record_index) ORDER BY 1"),
-    ):  # fmt: skip
-        out[name] = [r[0] for r in con.execute(sql).fetchall()]
-    return out
+    """The values the filters offer (materialised with the index at refresh: one row)."""
+    cur = con.execute(
+        "SELECT run_id, rejected_by, task_type, hop_count, gate, gate_verdict FROM record_facets"
+    )
+    names = [d[0] for d in cur.description]
+    return {n: v or [] for n, v in zip(names, cur.fetchone(), strict=True)}
 
 
 def runs_overview(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
