@@ -771,7 +771,9 @@ FROM runs r FULL OUTER JOIN recs ON recs.run_id = r.run_id;
 --
 -- record_index: one row per record with what the records page filters, sorts and searches
 -- on; sort keys are never null (V and difficulty -1 when missing) so a page can start after
--- the last row shown (keyset paging).
+-- the last row shown (keyset paging). Stored in the default sort's order (V descending): a
+-- page of that sort fills its top-N from the first row groups, and DuckDB skips the rest by
+-- their V zonemaps instead of reading every row's columns.
 CREATE OR REPLACE TABLE record_index AS
 SELECT
     record_id, run_id, created_at, task_type, hop_count, question_source, question, answer,
@@ -780,7 +782,24 @@ SELECT
     coalesce(difficulty, -1.0) AS difficulty_key,
     lower(concat_ws(' ', question, answer, evidence)) AS search_text
 FROM curriculum_verdicts
-ORDER BY run_id, record_id;
+ORDER BY v_key DESC, record_id DESC;
+
+-- record_facets: the values each filter of the records page offers, in the order it offers
+-- them (one row of lists; unnesting every record's gate verdicts on each page view cost more
+-- than the page itself).
+CREATE OR REPLACE TABLE record_facets AS
+WITH g AS (SELECT unnest(gate_verdicts) AS g FROM record_index)
+SELECT
+    (SELECT list(v ORDER BY v DESC) FROM (SELECT DISTINCT run_id AS v FROM record_index))
+        AS run_id,
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT rejected_by AS v FROM record_index
+        WHERE rejected_by IS NOT NULL)) AS rejected_by,
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT task_type AS v FROM record_index))
+        AS task_type,
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT hop_count AS v FROM record_index
+        WHERE hop_count IS NOT NULL)) AS hop_count,
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.gate AS v FROM g)) AS gate,
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.verdict AS v FROM g)) AS gate_verdict;
 
 -- run_funnel: the funnel view per run, as of the refresh (the runs page).
 CREATE OR REPLACE TABLE run_funnel AS SELECT * FROM funnel;

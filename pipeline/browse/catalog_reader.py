@@ -38,7 +38,7 @@ class CatalogReader:
         con.execute(f"SET threads = {int(self.threads)}")
         try:
             ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
-            con.execute("SELECT 1 FROM record_index LIMIT 0")
+            con.execute("SELECT 1 FROM record_index, record_facets LIMIT 0")
         except duckdb.CatalogException:
             con.close()
             raise CatalogNotReadyError(
