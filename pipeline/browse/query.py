@@ -203,7 +203,7 @@ def _run_files(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, list[st
     """The run's committed shard files by table, from its manifest: what the catalog's views
     list for this run (and any shard it committed since the refresh). None when the store is
     not where the catalog says it is."""
-    (root,) = con.execute("SELECT store_root FROM catalog_info").fetchone()
+    ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
     if not (Path(root) / "runs" / run_id / "manifest.jsonl").is_file():
         return None
     files: dict[str, list[str]] = {}
