@@ -69,10 +69,8 @@ class Browser:
 
     reader: CatalogReader
     reviewer: str
+    templates: Jinja2Templates
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))  # per server
-    templates: Jinja2Templates = field(
-        default_factory=lambda: Jinja2Templates(directory=str(HERE / "templates"))
-    )
 
     def session_of(self, request: Request) -> str:
         session = request.cookies.get(SESSION_COOKIE)
@@ -237,7 +235,7 @@ def review(
     try:
         v = Verdict(verdict, reviewer_name, reason or None, note)
     except ReviewError as exc:
-        raise BadParameter("verdict" if "verdict" in str(exc) else "reason", str(exc)) from None
+        raise BadParameter(exc.field, str(exc)) from None
     wanted = list(dict.fromkeys(record_id))
     con = b.reader.cursor()
     try:
@@ -292,7 +290,7 @@ def create_browse_app(catalog: Path, reviewer: str = "reviewer") -> FastAPI:
     app = FastAPI(title="curriculum browse", docs_url=None, redoc_url=None, openapi_url=None)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.autoescape = True  # every template, whatever its name
-    app.state.browser = Browser(CatalogReader(catalog), reviewer, templates=templates)
+    app.state.browser = Browser(CatalogReader(catalog), reviewer, templates)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.middleware("http")(_headers)
     app.add_exception_handler(RequestValidationError, _plain(400))

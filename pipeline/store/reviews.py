@@ -32,7 +32,12 @@ MAX_REVIEWER = 100
 
 
 class ReviewError(BadInputError):
-    """A review that cannot be recorded (unknown verdict or reason, no reviewer, ...)."""
+    """A review that cannot be recorded (unknown verdict or reason, no reviewer, ...);
+    `field` names the value at fault, so a form can point at it."""
+
+    def __init__(self, field: str, msg: str) -> None:
+        super().__init__(msg)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -46,16 +51,17 @@ class Verdict:
 
     def __post_init__(self) -> None:
         if self.verdict not in REVIEW_VERDICTS:
-            raise ReviewError(f"verdict must be one of {', '.join(REVIEW_VERDICTS)}")
+            raise ReviewError("verdict", f"verdict must be one of {', '.join(REVIEW_VERDICTS)}")
         reviewer = self.reviewer.strip()
         if not reviewer or len(reviewer) > MAX_REVIEWER:
-            raise ReviewError(f"reviewer must be a name of 1 to {MAX_REVIEWER} characters")
+            raise ReviewError("reviewer", f"a name of 1 to {MAX_REVIEWER} characters")
         if self.verdict == "reject" and self.reason not in REVIEW_REASONS:
-            raise ReviewError(f"a rejection needs a reason: one of {', '.join(REVIEW_REASONS)}")
+            reasons = ", ".join(REVIEW_REASONS)
+            raise ReviewError("reason", f"a rejection needs a reason: one of {reasons}")
         if self.verdict == "accept" and self.reason is not None:
-            raise ReviewError("an acceptance takes no reason (write it in the note)")
+            raise ReviewError("reason", "an acceptance takes no reason (write it in the note)")
         if self.note is not None and len(self.note) > MAX_NOTE:
-            raise ReviewError(f"note is longer than {MAX_NOTE} characters")
+            raise ReviewError("note", f"note is longer than {MAX_NOTE} characters")
 
     def rows(self, records: Sequence[tuple[str, str]], now: dt.datetime) -> list[dict]:
         """One reviews row per (record_id, run_id)."""
@@ -83,7 +89,7 @@ def review_files(root: Path) -> list[Path]:
 def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str]]) -> Path:
     """Record `verdict` for every (record_id, run_id) in one new file; returns its path."""
     if not records:
-        raise ReviewError("no records to review")
+        raise ReviewError("record_id", "no records to review")
     now = utcnow()
     table = conform("reviews", verdict.rows(records, now))
     path = root / REVIEWS_DIR / f"{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:12]}.parquet"
