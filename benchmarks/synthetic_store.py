@@ -87,8 +87,23 @@ def opt(values: list[Any], mask: np.ndarray) -> list[Any]:
 
 
 def build(root: Path, a: argparse.Namespace) -> None:
-    c, n = Corpus(np.random.default_rng(a.seed), a.passages), a.passages
+    c = Corpus(np.random.default_rng(a.seed), a.passages)
     store = Store(root, root / "curriculum.duckdb")
+    write_artifacts(root, c)
+    per_run = -(-a.records // a.runs)
+    for r in range(a.runs):
+        write_night(store, c, r, min(per_run, a.records - r * per_run), a.shard_size, a.seed)
+    picked = duckdb.execute(  # 2,000 reviews in 20 bulk submissions, a tenth of them rejections
+        "SELECT record_id, run_id FROM read_parquet(?) USING SAMPLE 2000 ROWS (reservoir, 1)",
+        [str(root / "shards/curriculum/*/*/*.parquet")],
+    ).fetchall()
+    for i in range(0, len(picked), 100):
+        review(root, picked[i : i + 100], reject=i % 1000 == 0)
+
+
+def write_artifacts(root: Path, c: Corpus) -> None:
+    """The non-sharded files every run refers to: the passage index and the KG subgraphs."""
+    n = len(c.pids)
     write_parquet_atomic(root / "index/passages.parquet", table("passages", n, {
         "id": c.pids, "title": c.titles, "text": c.ptext, "char_len": [len(t) for t in c.ptext],
         "row": np.arange(n), "source_file": "corpus.jsonl", "source_line": np.arange(1, n + 1),
@@ -100,34 +115,48 @@ def build(root: Path, a: argparse.Namespace) -> None:
         "distractors": [[path_of(i + 1, 2)] for i in ids], "created_at": T0,
         "waypoints": [[f"entity {i}-{j}" for j in range(1, 4)] for i in ids],
     }))  # fmt: skip
-    per_run = -(-a.records // a.runs)
-    for r in range(a.runs):
-        run_id, start = f"bench-{r:03d}", T0 + dt.timedelta(days=r)
-        count, rr = min(per_run, a.records - r * per_run), np.random.default_rng([a.seed, r])
-        shards = range(0, count, a.shard_size)
-        for s, lo in enumerate(shards):
-            slots = np.arange(lo, min(lo + a.shard_size, count))
-            tables = shard(rr, c, run_id, s, slots, start)
-            date, name = start.date(), f"{s:05d}"
-            files = [store.write_shard(t, run_id, date, name, tbl) for t, tbl in tables]
-            store.commit(run_id, name, files)
-        store.write_run({
-            "run_id": run_id, "run_date": start.date(), "profile": "bench",
-            "config_hash": f"cfg{r:05d}", "config_yaml": "profile: bench\n",
-            "started_at": start, "finished_at": start + dt.timedelta(hours=6),
-            "status": "completed", "shards_planned": len(shards), "shards_completed": len(shards),
-            "schema_version": SCHEMA_VERSION,
-        })  # fmt: skip
-    picked = duckdb.execute(  # 2,000 reviews in 20 bulk submissions, a tenth of them rejections
-        "SELECT record_id, run_id FROM read_parquet(?) USING SAMPLE 2000 ROWS (reservoir, 1)",
-        [str(root / "shards/curriculum/*/*/*.parquet")],
-    ).fetchall()
-    for i in range(0, len(picked), 100):
-        rej = i % 1000 == 0
-        v = Verdict(
-            *(("reject", "bench", "answer_not_in_evidence") if rej else ("accept", "bench"))
-        )
-        write_reviews(root, v, picked[i : i + 100])
+
+
+def night_tables(
+    c: Corpus, r: int, count: int, shard_size: int, seed: int
+) -> list[list[tuple[str, pa.Table]]]:
+    """Run r's shard groups (bench-NNN, day r after T0), drawn from its own seed [seed, r] so
+    that any run can be generated alone: a history extends without rebuilding its past."""
+    run_id, start, rr = run_name(r), T0 + dt.timedelta(days=r), np.random.default_rng([seed, r])
+    return [
+        shard(rr, c, run_id, s, np.arange(lo, min(lo + shard_size, count)), start)
+        for s, lo in enumerate(range(0, count, shard_size))
+    ]
+
+
+def run_name(r: int) -> str:
+    return f"bench-{r:03d}"
+
+
+def write_night(
+    store: Store, c: Corpus, r: int, count: int, shard_size: int, seed: int,
+    groups: list[list[tuple[str, pa.Table]]] | None = None,
+) -> None:  # fmt: skip
+    """Commit run r's shard groups (drawn here unless given) and its completed run record."""
+    run_id, start = run_name(r), T0 + dt.timedelta(days=r)
+    groups = night_tables(c, r, count, shard_size, seed) if groups is None else groups
+    for s, tables in enumerate(groups):
+        name = f"{s:05d}"
+        files = [store.write_shard(t, run_id, start.date(), name, tbl) for t, tbl in tables]
+        store.commit(run_id, name, files)
+    store.write_run({
+        "run_id": run_id, "run_date": start.date(), "profile": "bench",
+        "config_hash": f"cfg{r:05d}", "config_yaml": "profile: bench\n",
+        "started_at": start, "finished_at": start + dt.timedelta(hours=6),
+        "status": "completed", "shards_planned": len(groups), "shards_completed": len(groups),
+        "schema_version": SCHEMA_VERSION,
+    })  # fmt: skip
+
+
+def review(root: Path, records: list[tuple[str, str]], reject: bool) -> None:
+    """One bulk review submission (accept, or reject as answer_not_in_evidence)."""
+    v = Verdict(*(("reject", "bench", "answer_not_in_evidence") if reject else ("accept", "bench")))
+    write_reviews(root, v, records)
 
 
 def shard(
@@ -191,7 +220,7 @@ def shard(
         "verifier_m": opt([5] * n, ok), "v_threshold_quantile": 0.8,
         "shortcut_verdict": scv, "uniqueness_verdict": unv, "gate_verdicts": gv,
         "proposer_model": MODEL, "solver_model": MODEL, "embedder_model": "intfloat/e5-base-v2",
-        "index_fingerprint": "f" * 16, "config_hash": f"cfg{int(run_id[-3:]):05d}",
+        "index_fingerprint": "f" * 16, "config_hash": f"cfg{int(run_id.split('-')[-1]):05d}",
         "schema_version": SCHEMA_VERSION, "prompt": prompt, "raw_proposer_output": raw,
     }  # fmt: skip
     out = [("curriculum", table("curriculum", n, cur))]
