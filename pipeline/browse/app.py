@@ -198,7 +198,7 @@ def record(request: Request, record_id: str) -> Response:
     b = _browser(request)
     con = b.reader.cursor()
     try:
-        detail = record_detail(con, record_id)
+        detail = record_detail(con, record_id, b.reader.root())
     finally:
         con.close()
     if detail is None:
@@ -244,7 +244,7 @@ def review(
         con.close()
     if len(found) != len(wanted):
         raise BadParameter("record_id", "not every record is in the catalog")
-    write_reviews(b.reader.store_root, v, found)
+    write_reviews(b.reader.root(), v, found)
     target = next_url if next_url.startswith("/") and not next_url.startswith("//") else "/"
     return RedirectResponse(target, status_code=303)
 
@@ -254,8 +254,7 @@ def report(request: Request, run_id: str) -> Response:
     if not is_identifier(run_id):
         raise BadParameter("run_id", "not a run id")
     b = _browser(request)
-    b.reader.cursor().close()  # learns the store's root
-    md = b.reader.store_root / "runs" / run_id / "report" / "report.md"
+    md = b.reader.root() / "runs" / run_id / "report" / "report.md"
     if not md.is_file():
         return PlainTextResponse(f"run {run_id!r} has no report", status_code=404)
     return b.page(request, "report.html", run_id=run_id, text=md.read_text(errors="replace"))

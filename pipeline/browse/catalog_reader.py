@@ -49,8 +49,9 @@ class CatalogReader:
         self.store_root = Path(root)
         return con
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor on the current catalog file, with the reviews on disk now."""
+    def _current(self) -> tuple[duckdb.DuckDBPyConnection, Path]:
+        """The connection to the current catalog file (reopened after a rebuild replaced it)
+        and the store's root it names."""
         try:
             st = self.catalog.stat()
         except FileNotFoundError:
@@ -61,7 +62,15 @@ class CatalogReader:
         with self._lock:
             if self._con is None or ident != self._ident:
                 self._con, self._ident = self._open(), ident
-            cur = self._con.cursor()
-        if self.store_root is not None:
-            attach_reviews(cur, self.store_root)
+            return self._con, self.store_root
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor on the current catalog file, with the reviews on disk now."""
+        con, root = self._current()
+        cur = con.cursor()
+        attach_reviews(cur, root)
         return cur
+
+    def root(self) -> Path:
+        """The store's root, as the current catalog names it (reviews and reports live there)."""
+        return self._current()[1]

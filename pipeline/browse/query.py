@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from pipeline.store.parquet_sql import files_select
 from pipeline.store.store import Store
 
 PAGE_SIZE = 50
@@ -199,17 +200,16 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, args: list[Any]) -> list[dic
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def _run_files(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, list[str]] | None:
-    """The run's committed shard files by table, from its manifest: what the catalog's views
-    list for this run (and any shard it committed since the refresh). None when the store is
-    not where the catalog says it is."""
-    ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
-    if not (Path(root) / "runs" / run_id / "manifest.jsonl").is_file():
+def _run_files(root: Path, run_id: str) -> dict[str, list[str]] | None:
+    """The run's committed shard files by table, from its manifest in the store at `root`:
+    what the catalog's views list for this run (and any shard it committed since the
+    refresh). None when the store is not where the catalog says it is."""
+    if not (root / "runs" / run_id / "manifest.jsonl").is_file():
         return None
     files: dict[str, list[str]] = {}
     for entry in Store(root).manifest(run_id).values():
         for f in entry["files"]:
-            files.setdefault(f["table"], []).append(str(Path(root) / f["path"]))
+            files.setdefault(f["table"], []).append(str(root / f["path"]))
     return files
 
 
@@ -223,22 +223,22 @@ def _run_rows(
     """`table`'s rows of one record, read from its run's files only. The catalog's view of a
     sharded table lists every run's files, and DuckDB reads the schema of each (union by
     name) whenever a query binds it: 2,000 files, half a second, at a million records. The
-    same view over the run's files (as Store._create_view makes it) binds in milliseconds."""
+    same SELECT over the run's files (`files_select`, as the views) binds in milliseconds."""
     where = " WHERE run_id = ? AND record_id = ?" + order
     if files is None:
         return _rows(con, f"SELECT * FROM {table}{where}", scoped)
     if not files.get(table):
         return []
-    src = (
-        "SELECT * FROM read_parquet(?, hive_partitioning = true, union_by_name = true) "
-        f"UNION ALL BY NAME SELECT * FROM _empty_{table}"
-    )
+    src = files_select("?", hive=True, empty=f"_empty_{table}")
     return _rows(con, f"SELECT * FROM ({src}){where}", [files[table], *scoped])
 
 
-def record_detail(con: duckdb.DuckDBPyConnection, record_id: str) -> dict[str, Any] | None:
+def record_detail(
+    con: duckdb.DuckDBPyConnection, record_id: str, store_root: Path
+) -> dict[str, Any] | None:
     """Everything the record page shows: the record, its passage, KG subgraph, solver
-    rollouts, verifier samples and controls, gate rollouts, and its reviews."""
+    rollouts, verifier samples and controls, gate rollouts, and its reviews. `store_root` is
+    the store the catalog names (`catalog_info`), whose manifests list each run's files."""
     head = _rows(
         con,
         "SELECT run_id, accepted, rejected_by, duplicate_of, gate_verdicts FROM record_index "
@@ -249,7 +249,7 @@ def record_detail(con: duckdb.DuckDBPyConnection, record_id: str) -> dict[str, A
         return None
     run_id = head[0]["run_id"]
     scoped = [run_id, record_id]
-    files = _run_files(con, run_id)
+    files = _run_files(store_root, run_id)
     rec = _run_rows(con, "curriculum", files, scoped)
     if not rec:
         return None

@@ -24,6 +24,7 @@ import duckdb
 from pipeline.core.contracts import conform
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow, write_parquet_atomic
+from pipeline.store.parquet_sql import files_select, path_list
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
 
 REVIEWS_DIR = "reviews"
@@ -103,11 +104,8 @@ def attach_reviews(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     files = review_files(root)
     if not files:
         return
-    listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
-    con.execute(
-        "CREATE OR REPLACE TEMP VIEW reviews AS SELECT * FROM "
-        f"read_parquet([{listing}], union_by_name = true)"
-    )
+    select = files_select(path_list(files), hive=False, empty="_empty_reviews")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reviews AS {select}")
 
 
 __all__ = [

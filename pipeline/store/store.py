@@ -29,6 +29,7 @@ from pipeline.core.contracts import check_schema, conform, read_shard
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import check_identifier, is_identifier
 from pipeline.core.io import atomic_path, path_within, sha256_file, utcnow, write_parquet_atomic
+from pipeline.store.parquet_sql import files_select, path_list
 from pipeline.store.reviews import attach_reviews, review_files
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
@@ -362,14 +363,8 @@ class Store:
         con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
         con.unregister("_empty_arrow")
         if paths:
-            listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
-            # DuckDB guesses hive partitions from key=value directories (selector state lives
-            # under iteration=0001/) and would replace typed columns with strings: say it.
-            opts = f", hive_partitioning = {str(hive).lower()}, union_by_name = true"
-            con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{listing}]{opts})"
-                f" UNION ALL BY NAME SELECT * FROM _empty_{name}"
-            )
+            select = files_select(path_list(paths), hive, f"_empty_{name}")
+            con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
             return
         cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
