@@ -336,6 +336,18 @@ def landed_run(tmp_path_factory, vllm_llm, prefect_api):
     )
 
 
+def landed_copy(landed_run, dest: Path) -> tuple[Path, list[str]]:
+    """The landed store copied to dest/out (a test that writes never touches the shared one)
+    and the run's settings with store.out_dir and store.catalog pointed at the copy."""
+    import shutil
+
+    out = dest / "out"
+    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
+    settings = [s for s in landed_run.settings if not s.startswith("store.")]
+    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    return out, settings
+
+
 # -- the real vLLM engine (CPU build), one per session ------------------------------------
 
 

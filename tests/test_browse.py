@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import free_port, needs, run_cli, start_server
+from tests.conftest import free_port, landed_copy, needs, run_cli, start_server
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "browse"
@@ -110,10 +110,7 @@ def browsed(landed_run, tmp_path_factory):
     from schemas.tables import SCHEMA_VERSION
 
     base = tmp_path_factory.mktemp("browse")
-    out = base / "out"
-    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
-    settings = [s for s in landed_run.settings if not s.startswith("store.")]
-    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    out, settings = landed_copy(landed_run, base)
     cfg = load_config(None, settings)
     store = Store.from_config(cfg)
     with duckdb.connect(str(landed_run.catalog), read_only=True) as con:

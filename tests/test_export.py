@@ -4,7 +4,6 @@ landed nightly run (verl Parquet, HF datasets, JSONL, manifest, refusals, the CL
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,6 +38,7 @@ from pipeline.stages import refresh_catalog
 from pipeline.store.reviews import Verdict, write_reviews
 from pipeline.store.store import Store
 from schemas.exports import VERL_SCHEMA
+from tests.conftest import landed_copy
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 EXTRA_INFO = {
@@ -644,10 +644,7 @@ def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
 def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:
     """The landed store copied (reviews are never written into the shared one) and its catalog
     rebuilt over the copy the way landing does, so it reads the copy's reviews."""
-    out = tmp_path / "out"
-    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
-    settings = [s for s in landed_run.settings if not s.startswith("store.")]
-    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    out, settings = landed_copy(landed_run, tmp_path)
     cfg = load_config(None, settings)
     store = Store.from_config(cfg)
     refresh_catalog(cfg, store)

@@ -10,7 +10,6 @@ import datetime as dt
 import gzip
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -35,7 +34,7 @@ from pipeline.quality.near_duplicates import (
 )
 from pipeline.store.store import Store
 from schemas.tables import SCHEMA_VERSION, schema_for
-from tests.conftest import run_cli
+from tests.conftest import landed_copy, run_cli
 
 # Questions as a run would land them; the benchmark below copies r1 re-punctuated (exact), r5
 # inside a longer question (n-gram) and paraphrases r2 and r3 (embedding only: no shared
@@ -388,10 +387,7 @@ def test_export_leaves_out_contaminated_and_keeps_one_per_cluster(gated, tmp_pat
 def test_quality_commands_on_the_landed_run(landed_run, tmp_path, realdata):
     """A benchmark with re-punctuated copies of two landed questions (plus the NQ sample)
     flags exactly the records with those questions; export leaves them out."""
-    out = tmp_path / "out"
-    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
-    settings = [s for s in landed_run.settings if not s.startswith("store.")]
-    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    out, settings = landed_copy(landed_run, tmp_path)
     sets = [arg for s in settings for arg in ("--set", s)]
     with duckdb.connect(str(out / "catalog.duckdb"), read_only=True) as con:
         rows = con.execute(
@@ -449,10 +445,7 @@ def test_nightly_quality_step_checks_the_landed_catalog(landed_run, tmp_path, re
     from pipeline.run_context import RunContext
     from pipeline.stages import find_kg, quality_stage
 
-    out = tmp_path / "out"
-    shutil.copytree(landed_run.out, out, ignore=shutil.ignore_patterns("*.lock"))
-    settings = [s for s in landed_run.settings if not s.startswith("store.")]
-    settings += [f"store.out_dir={out}", f"store.catalog={out / 'catalog.duckdb'}"]
+    out, settings = landed_copy(landed_run, tmp_path)
     nq = realdata / "nq_test_16.jsonl"
     off = load_config(None, settings)
     ctx = RunContext.open(off, landed_run.run_id, Store.from_config(off))
