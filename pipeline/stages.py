@@ -22,6 +22,7 @@ from pipeline.kg import extract as kg
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index, find_index
 from pipeline.run_context import RunContext
 from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
+from pipeline.store.compaction import compact_finished, sweep
 from pipeline.store.runs import finish_run, start_run
 from pipeline.store.store import Store, connect_readonly
 
@@ -144,12 +145,15 @@ class RunSummary:
 def land_stage(
     ctx: RunContext, index: IndexArtifacts, subgraphs: kg.ExtractResult | None
 ) -> RunSummary:
-    """Refresh the DuckDB catalog over all committed shards and summarise this run."""
+    """Compact the finished runs, refresh the DuckDB catalog over all committed shards, delete
+    what the compactions replaced, and summarise this run."""
     store, run_id = ctx.store, ctx.run_id
     artifacts = {"passages": [index.passages_path], **selector_artifacts(ctx)}
     if subgraphs is not None:
         artifacts.update(subgraphs.catalog_files())
+    compacted = compact_finished(store)
     catalog = store.refresh_catalog(artifacts)
+    sweep(store, [c.run_id for c in compacted])
     with connect_readonly(catalog) as con:
         row = con.execute(
             """

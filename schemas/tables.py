@@ -22,6 +22,7 @@ from schemas.artifact_tables import (
     SELECTOR_USAGE,
     SUBGRAPHS,
 )
+from schemas.derived_tables import record_facts
 from schemas.fields import DOCS, KG_PATH, SCHEMA_VERSION, TS, contract, f
 from schemas.quality_tables import (
     BENCHMARK_CHECKS,
@@ -187,6 +188,9 @@ CURRICULUM = contract(
         f("schema_version", pa.string(), False),
     ],
 )
+
+# Derived from a run's curriculum shards when the run is compacted (schemas/derived_tables.py).
+RECORD_FACTS = record_facts(CURRICULUM)
 
 SOLVER_ROLLOUTS = contract(
     "solver_rollouts",
@@ -506,6 +510,7 @@ TABLES: dict[str, pa.Schema] = {
         CLUSTERS,
         SELECTOR_STATE,
         CURRICULUM,
+        RECORD_FACTS,
         SOLVER_ROLLOUTS,
         EVALACT_SEGMENTS,
         ARR_TURNS,
@@ -556,6 +561,7 @@ __all__ = [
     "PROPOSER_ROLLOUTS",
     "QUALITY_TABLES",
     "QUESTION_CLUSTERS",
+    "RECORD_FACTS",
     "REJECTS",
     "REVIEWS",
     "REVIEW_REASONS",

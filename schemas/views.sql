@@ -105,13 +105,15 @@ FROM benchmark_checks b;
 -- the run's own shuffled and off-topic controls get under the run's verifier method. A record
 -- is accepted only when its V exceeds it: V > 0 admits what the controls show is noise. A run
 -- without control scores (gates.controls off) falls back to V > 0 and says so in `source`.
-CREATE OR REPLACE VIEW verifier_thresholds AS
+-- A macro over named curriculum and control-score tables: the catalog's view reads them all,
+-- a run's compaction only that run's (record_facts_of).
+CREATE OR REPLACE MACRO verifier_thresholds_of(cur, ctl) AS TABLE
 WITH runs_q AS (
     SELECT
         run_id,
         any_value(v_threshold_quantile) AS quantile,
         any_value(verifier_method) FILTER (WHERE verifier_method IS NOT NULL) AS method
-    FROM curriculum
+    FROM query_table(cur)
     GROUP BY run_id
 ),
 ctl AS (
@@ -119,7 +121,7 @@ ctl AS (
         c.run_id, c.v, q.quantile,
         row_number() OVER (PARTITION BY c.run_id ORDER BY c.v) AS rn,
         count(*) OVER (PARTITION BY c.run_id) AS n
-    FROM control_scores c
+    FROM query_table(ctl) c
     JOIN runs_q q ON q.run_id = c.run_id AND c.method = q.method
     WHERE c.control IN ('shuffled', 'off_topic')
 ),
@@ -144,96 +146,138 @@ SELECT
 FROM runs_q q
 LEFT JOIN thr t ON t.run_id = q.run_id;
 
+CREATE OR REPLACE VIEW verifier_thresholds AS
+SELECT * FROM verifier_thresholds_of('curriculum', 'control_scores');
+
+-- What a record's verdict needs that depends on its run alone (contract record_facts): the
+-- generation gates' verdicts in step order (records written before gates were steps have
+-- their two gates' verdict columns instead), the first stage before the quality gates that
+-- keeps it out (invalid, no verbatim evidence, V not above the run's control bar), the first
+-- gate that does, and the question's duplicate key. A run's compaction writes its rows once
+-- (Store.compact_run); `record_facts` reads those files and computes the rest live.
+CREATE OR REPLACE MACRO record_facts_of(cur, ctl) AS TABLE
+WITH c AS (
+    SELECT
+        * REPLACE (if(len(gate_verdicts) > 0, gate_verdicts, [
+            {'gate': 'shortcut', 'verdict': shortcut_verdict,
+             'rejected_by': CASE shortcut_verdict WHEN 'fail' THEN 'shortcut'
+                                WHEN 'undetermined' THEN 'shortcut_undetermined' END,
+             'detail': NULL::VARCHAR},
+            {'gate': 'uniqueness', 'verdict': uniqueness_verdict,
+             'rejected_by': CASE uniqueness_verdict WHEN 'fail' THEN 'ambiguous'
+                                WHEN 'undetermined' THEN 'uniqueness_undetermined' END,
+             'detail': NULL::VARCHAR}
+        ]) AS gate_verdicts)
+    FROM query_table(cur)
+)
+SELECT
+    c.record_id, c.run_id, c.created_at, c.cluster_id, c.task_type, c.hop_count,
+    c.question_source, c.question, c.answer, c.is_valid, c.invalid_reason, c.is_verbatim,
+    c.solver_n, c.solver_k, c.wcr_coverage_mean, c.difficulty, c.verifier_v,
+    c.proposer_reward, c.gate_verdicts,
+    t.v_threshold,
+    CASE
+        WHEN NOT c.is_valid THEN coalesce(c.invalid_reason, 'invalid')
+        WHEN NOT c.is_verbatim THEN 'no_verbatim_evidence'
+        WHEN c.verifier_v IS NULL OR c.verifier_v <= t.v_threshold THEN 'below_v_threshold'
+    END AS before_quality,
+    list_filter(c.gate_verdicts, lambda g: g.rejected_by IS NOT NULL)[1].rejected_by
+        AS gate_rejected_by,
+    norm(c.question) AS question_key,
+    lower(concat_ws(' ', c.question, c.answer, c.evidence)) AS search_text
+FROM c
+LEFT JOIN verifier_thresholds_of(cur, ctl) t ON t.run_id = c.run_id;
+
+-- Every record's facts: the compacted runs' files, and the rest computed from their shards
+-- (the store lists each side's files: record_facts_files, curriculum_unfactored and
+-- control_scores_unfactored).
+CREATE OR REPLACE VIEW record_facts AS
+SELECT * EXCLUDE (run_date) FROM record_facts_files
+UNION ALL BY NAME
+SELECT * FROM record_facts_of('curriculum_unfactored', 'control_scores_unfactored');
+
 -- The latest review of each record: reviews are append-only (a file per submission under
 -- <out>/reviews/), and a later verdict replaces an earlier one.
 CREATE OR REPLACE VIEW review_latest AS
 SELECT * FROM reviews
 QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY reviewed_at DESC, review_id DESC) = 1;
 
--- Every record with the verdict of every stage and the first stage it fails (`rejected_by`,
--- NULL when accepted). One definition of "accepted", read by the funnel, the run's summary
--- line, the report and the export's default selection: valid, verbatim evidence, V above the
--- run's control threshold, not contaminated, every generation gate passed (gate_verdicts in
--- step order: shortcut, uniqueness and any custom gate; `undetermined` does not pass, `off`
--- and `not_applicable` do), and the best record of its exact and
+-- Every record's verdict: the first stage it fails (`rejected_by`, NULL when accepted) and
+-- the record it duplicates. One definition of "accepted", read by the funnel, the run's
+-- summary line, the report and the export's default selection: valid, verbatim evidence, V
+-- above the run's control threshold, not contaminated, every generation gate passed
+-- (gate_verdicts in step order: shortcut, uniqueness and any custom gate; `undetermined` does
+-- not pass, `off` and `not_applicable` do), and the best record of its exact and
 -- near-duplicate question group among the records that pass everything else.
-CREATE OR REPLACE VIEW curriculum_verdicts AS
-WITH gated AS (
-    -- Every generation gate's verdict in step order; records written before gates were steps
-    -- have their two gates' verdict columns instead.
+-- Materialised at each refresh from the narrow record_facts (a year of nights ranks ~1M
+-- short keys, not every record's prompts and outputs); reviews are joined live below.
+CREATE OR REPLACE TABLE record_verdicts AS
+WITH f AS (
     SELECT
-        q.* REPLACE (if(len(q.gate_verdicts) > 0, q.gate_verdicts, [
-            {'gate': 'shortcut', 'verdict': q.shortcut_verdict,
-             'rejected_by': CASE q.shortcut_verdict WHEN 'fail' THEN 'shortcut'
-                                WHEN 'undetermined' THEN 'shortcut_undetermined' END,
-             'detail': NULL::VARCHAR},
-            {'gate': 'uniqueness', 'verdict': q.uniqueness_verdict,
-             'rejected_by': CASE q.uniqueness_verdict WHEN 'fail' THEN 'ambiguous'
-                                WHEN 'undetermined' THEN 'uniqueness_undetermined' END,
-             'detail': NULL::VARCHAR}
-        ]) AS gate_verdicts)
-    FROM curriculum_quality q
-),
-checked AS (
-    SELECT
-        q.*,
-        t.v_threshold,
-        CASE
-            WHEN NOT q.is_valid THEN coalesce(q.invalid_reason, 'invalid')
-            WHEN NOT q.is_verbatim THEN 'no_verbatim_evidence'
-            WHEN q.verifier_v IS NULL OR q.verifier_v <= t.v_threshold THEN 'below_v_threshold'
-            WHEN q.contaminated THEN 'contaminated'
-        END AS before_gates
-    FROM gated q
-    LEFT JOIN verifier_thresholds t ON t.run_id = q.run_id
-),
-staged AS (
-    SELECT
-        * EXCLUDE (before_gates),
-        before_gates IS NULL AS reached_gates,
-        -- else the first gate that keeps the record out
+        f.* EXCLUDE (question, answer, search_text),
+        k.record_id IS NOT NULL AS contaminated,
+        q.cluster_id AS duplicate_cluster_id,
         coalesce(
-            before_gates,
-            list_filter(gate_verdicts, lambda g: g.rejected_by IS NOT NULL)[1].rejected_by
+            f.before_quality,
+            CASE WHEN k.record_id IS NOT NULL THEN 'contaminated' END,
+            f.gate_rejected_by
         ) AS gate_rejection
-    FROM checked
+    FROM record_facts f
+    LEFT JOIN (SELECT DISTINCT record_id FROM benchmark_matches) k
+        ON k.record_id = f.record_id
+    LEFT JOIN question_clusters q ON q.record_id = f.record_id
 ),
 ranked AS (
+    -- the duplicate groups rank only the records that pass everything else
     SELECT
-        *,
+        record_id,
         row_number() OVER question_group AS question_rank,
         first_value(record_id) OVER question_group AS question_best,
         row_number() OVER cluster_group AS cluster_rank,
         first_value(record_id) OVER cluster_group AS cluster_best
-    FROM staged
+    FROM f
+    WHERE gate_rejection IS NULL
     WINDOW
         question_group AS (
-            PARTITION BY gate_rejection IS NULL, norm(question)
-            ORDER BY verifier_v DESC NULLS LAST, record_id
+            PARTITION BY question_key ORDER BY verifier_v DESC NULLS LAST, record_id
         ),
         cluster_group AS (
-            PARTITION BY gate_rejection IS NULL, coalesce(duplicate_cluster_id::VARCHAR, record_id)
+            PARTITION BY coalesce(duplicate_cluster_id::VARCHAR, record_id)
             ORDER BY verifier_v DESC NULLS LAST, record_id
         )
 )
 SELECT
-    k.* EXCLUDE (gate_rejection, question_rank, cluster_rank, question_best, cluster_best),
+    f.* EXCLUDE (before_quality, gate_rejected_by, question_key, gate_rejection),
+    f.before_quality IS NULL AND NOT f.contaminated AS reached_gates,
     coalesce(
-        gate_rejection,
-        CASE WHEN question_rank > 1 THEN 'duplicate_question'
-             WHEN cluster_rank > 1 THEN 'near_duplicate' END
+        f.gate_rejection,
+        CASE WHEN r.question_rank > 1 THEN 'duplicate_question'
+             WHEN r.cluster_rank > 1 THEN 'near_duplicate' END
     ) AS rejected_by,
-    CASE WHEN gate_rejection IS NOT NULL THEN NULL
-         WHEN question_rank > 1 THEN question_best
-         WHEN cluster_rank > 1 THEN cluster_best END AS duplicate_of,
-    gate_rejection IS NULL AND question_rank = 1 AND cluster_rank = 1 AS accepted,
+    CASE WHEN r.question_rank > 1 THEN r.question_best
+         WHEN r.cluster_rank > 1 THEN r.cluster_best END AS duplicate_of,
+    coalesce(r.question_rank = 1 AND r.cluster_rank = 1, false) AS accepted
+FROM f
+LEFT JOIN ranked r ON r.record_id = f.record_id
+ORDER BY f.run_id, f.record_id;
+
+-- Every record with its quality columns and verdict, and a reviewer's latest verdict.
+CREATE OR REPLACE VIEW curriculum_verdicts AS
+SELECT
+    q.* REPLACE (v.gate_verdicts AS gate_verdicts),
+    v.v_threshold,
+    v.reached_gates,
+    v.rejected_by,
+    v.duplicate_of,
+    v.accepted,
     -- A reviewer's latest verdict (null: not reviewed); `accepted` stays the pipeline's own.
     rv.verdict AS review_verdict,
     rv.reason AS review_reason,
     rv.reviewer AS reviewer,
     rv.reviewed_at AS reviewed_at
-FROM ranked k
-LEFT JOIN review_latest rv ON rv.record_id = k.record_id;
+FROM curriculum_quality q
+JOIN record_verdicts v ON v.record_id = q.record_id
+LEFT JOIN review_latest rv ON rv.record_id = q.record_id;
 
 -- What the export ships by default (`curriculum export` without --where).
 CREATE OR REPLACE VIEW accepted AS
@@ -259,7 +303,7 @@ WITH r AS (
             WHEN rejected_by IN ('ambiguous', 'uniqueness_undetermined') THEN 6
             ELSE 7
         END AS reached
-    FROM curriculum_verdicts
+    FROM record_verdicts
 )
 SELECT
     run_id,
@@ -293,7 +337,7 @@ WITH v AS (
         run_id, rejected_by,
         unnest(gate_verdicts) AS g,
         unnest(range(1, len(gate_verdicts) + 1)) AS position
-    FROM curriculum_verdicts
+    FROM record_verdicts
     WHERE reached_gates
 )
 SELECT
@@ -424,7 +468,7 @@ WITH s AS (
 ),
 a AS (
     SELECT run_id, count(*) AS records, count(*) FILTER (WHERE accepted) AS accepted
-    FROM curriculum_verdicts
+    FROM record_verdicts
     GROUP BY run_id
 )
 SELECT
@@ -614,7 +658,7 @@ SELECT
     avg(difficulty) AS mean_difficulty,
     sum(solver_k)::DOUBLE / nullif(sum(solver_n), 0) AS solver_accuracy,
     avg(wcr_coverage_mean) AS mean_wcr_coverage
-FROM curriculum_verdicts
+FROM record_verdicts
 GROUP BY GROUPING SETS ((run_id, cluster_id), (run_id, task_type), (run_id, hop_count));
 
 CREATE OR REPLACE VIEW cluster_summary AS
@@ -765,38 +809,38 @@ SELECT
     r.run_id IS NOT NULL AS has_run_record
 FROM runs r FULL OUTER JOIN recs ON recs.run_id = r.run_id;
 
--- Tables materialised at each refresh, for readers that must answer in milliseconds at a
--- million records (the record browser, `curriculum browse`). They hold what the views above
--- compute, as of the refresh; reviews are not in them (joined live from review_latest).
+-- What the record browser (`curriculum browse`) reads, for pages that must answer in
+-- milliseconds at a million records: reviews are not in them (joined live from
+-- review_latest).
 --
 -- record_index: one row per record with what the records page filters, sorts and searches
 -- on; sort keys are never null (V and difficulty -1 when missing) so a page can start after
--- the last row shown (keyset paging). Stored in the default sort's order (V descending): a
--- page of that sort fills its top-N from the first row groups, and DuckDB skips the rest by
--- their V zonemaps instead of reading every row's columns.
-CREATE OR REPLACE TABLE record_index AS
+-- the last row shown (keyset paging). A view: the text comes from each run's record_facts
+-- file, the verdict from the materialised record_verdicts, so a refresh copies neither.
+CREATE OR REPLACE VIEW record_index AS
 SELECT
-    record_id, run_id, created_at, task_type, hop_count, question_source, question, answer,
-    verifier_v, difficulty, accepted, rejected_by, duplicate_of, gate_verdicts,
-    coalesce(verifier_v, -1.0) AS v_key,
-    coalesce(difficulty, -1.0) AS difficulty_key,
-    lower(concat_ws(' ', question, answer, evidence)) AS search_text
-FROM curriculum_verdicts
-ORDER BY v_key DESC, record_id DESC;
+    f.record_id, f.run_id, f.created_at, f.task_type, f.hop_count, f.question_source,
+    f.question, f.answer, f.verifier_v, f.difficulty, v.accepted, v.rejected_by,
+    v.duplicate_of, f.gate_verdicts,
+    coalesce(f.verifier_v, -1.0) AS v_key,
+    coalesce(f.difficulty, -1.0) AS difficulty_key,
+    f.search_text
+FROM record_facts f
+JOIN record_verdicts v ON v.record_id = f.record_id;
 
 -- record_facets: the values each filter of the records page offers, in the order it offers
 -- them (one row of lists; unnesting every record's gate verdicts on each page view cost more
 -- than the page itself).
 CREATE OR REPLACE TABLE record_facets AS
-WITH g AS (SELECT unnest(gate_verdicts) AS g FROM record_index)
+WITH g AS (SELECT unnest(gate_verdicts) AS g FROM record_verdicts)
 SELECT
-    (SELECT list(v ORDER BY v DESC) FROM (SELECT DISTINCT run_id AS v FROM record_index))
+    (SELECT list(v ORDER BY v DESC) FROM (SELECT DISTINCT run_id AS v FROM record_verdicts))
         AS run_id,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT rejected_by AS v FROM record_index
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT rejected_by AS v FROM record_verdicts
         WHERE rejected_by IS NOT NULL)) AS rejected_by,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT task_type AS v FROM record_index))
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT task_type AS v FROM record_verdicts))
         AS task_type,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT hop_count AS v FROM record_index
+    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT hop_count AS v FROM record_verdicts
         WHERE hop_count IS NOT NULL)) AS hop_count,
     (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.gate AS v FROM g)) AS gate,
     (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.verdict AS v FROM g)) AS gate_verdict;

@@ -48,7 +48,12 @@ SHARDED_TABLES = (
     "record_costs",
     "arr_turns",
     "rejects",
+    "record_facts",
 )
+
+# The shard name of a run's compacted group: one manifest line naming one file per table (and
+# the run's record_facts), listing in `covers` every shard group it replaces.
+COMPACTED = "compacted"
 
 
 class StoreError(RuntimeError):
@@ -93,6 +98,14 @@ class ShardFile:
     rows: int
     sha256: str
     bytes: int
+
+
+@dataclass(frozen=True)
+class Listed:
+    run_id: str
+    table: str
+    path: Path
+    compacted: bool
 
 
 class Store:
@@ -156,17 +169,21 @@ class Store:
         )
         return ShardFile(table, rel, tbl.num_rows, digest, size)
 
-    def commit(self, run_id: str, shard: str, files: list[ShardFile]) -> None:
-        """Append one manifest line for the shard group: the commit point."""
-        line = orjson.dumps(
-            {
-                "run_id": run_id,
-                "shard": shard,
-                "schema_version": SCHEMA_VERSION,
-                "committed_at": utcnow().isoformat(),
-                "files": [asdict(f) for f in files],
-            }
-        )
+    def commit(
+        self, run_id: str, shard: str, files: list[ShardFile], covers: list[str] | None = None
+    ) -> None:
+        """Append one manifest line for the shard group: the commit point. `covers` names the
+        groups it replaces (a compaction's): from this line on they are read from its files."""
+        entry: dict[str, Any] = {
+            "run_id": run_id,
+            "shard": shard,
+            "schema_version": SCHEMA_VERSION,
+            "committed_at": utcnow().isoformat(),
+            "files": [asdict(f) for f in files],
+        }
+        if covers is not None:
+            entry["covers"] = covers
+        line = orjson.dumps(entry)
         manifest = self.run_dir(run_id) / "manifest.jsonl"
         manifest.parent.mkdir(parents=True, exist_ok=True)
         with manifest.open("ab+") as fh:
@@ -182,9 +199,19 @@ class Store:
             os.fsync(fh.fileno())
 
     def manifest(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """Committed shard groups of a run, by shard name (a later line wins)."""
-        path = self.run_dir(run_id) / "manifest.jsonl"
+        """The live shard groups of a run, by shard name: a later line wins, and a compacted
+        group replaces the groups it covers."""
         out: dict[str, dict[str, Any]] = {}
+        for entry in self.manifest_lines(run_id):
+            for name in entry.get("covers", ()):
+                out.pop(name, None)
+            out[entry["shard"]] = entry
+        return out
+
+    def manifest_lines(self, run_id: str) -> list[dict[str, Any]]:
+        """Every committed line of a run's manifest, in commit order (torn lines skipped)."""
+        path = self.run_dir(run_id) / "manifest.jsonl"
+        out: list[dict[str, Any]] = []
         if not path.exists():
             return out
         with path.open("rb") as fh:
@@ -197,7 +224,7 @@ class Store:
                     # Only a crash during the final append can leave a torn line.
                     log.warning("%s:%d: ignoring torn manifest line", path, lineno)
                     continue
-                out[entry["shard"]] = entry
+                out.append(entry)
         return out
 
     def commit_once(
@@ -211,7 +238,8 @@ class Store:
         return True
 
     def completed_shards(self, run_id: str, verify: bool = True) -> set[str]:
-        """Shard groups whose files all exist (and match their checksums when verify)."""
+        """Shard groups whose files all exist (and match their checksums when verify); the
+        groups a compaction covers count as done while its files do."""
         done: set[str] = set()
         for shard, entry in self.manifest(run_id).items():
             ok = True
@@ -223,6 +251,7 @@ class Store:
                     break
             if ok:
                 done.add(shard)
+                done.update(entry.get("covers", ()))
         return done
 
     def run_ids(self) -> list[str]:
@@ -234,11 +263,21 @@ class Store:
 
     def committed_files(self) -> dict[str, list[Path]]:
         files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
-        for run_id in self.run_ids():
-            for entry in self.manifest(run_id).values():
-                for f in entry["files"]:
-                    files[f["table"]].append(self.root / f["path"])
+        for listing in self.committed_listing():
+            files[listing.table].append(listing.path)
         return files
+
+    def committed_listing(self) -> list[Listed]:
+        """Every live committed file of every run, with its run and whether a compaction
+        wrote it (its schema was checked then)."""
+        out = []
+        for run_id in self.run_ids():
+            for shard, entry in self.manifest(run_id).items():
+                for f in entry["files"]:
+                    out.append(
+                        Listed(run_id, f["table"], self.root / f["path"], shard == COMPACTED)
+                    )
+        return out
 
     def read_run_table(self, run_id: str, table: str) -> pa.Table:
         """All committed rows of one table for one run (contract-checked)."""
@@ -290,39 +329,33 @@ class Store:
     def refresh_catalog(self, artifacts: dict[str, list[Path]] | None = None) -> Path:
         """(Re)create the DuckDB views over exactly the committed shards, then views.sql.
 
-        `artifacts` maps non-sharded tables (passages, entities, ...) to their current files;
-        a table with no files gets an empty view with the contract's columns. `kg_rejects`
-        (the Wikidata ingest's reject parts) joins the runs' rejects in the `rejects` view.
+        `artifacts` maps non-sharded tables (passages, entities, ...) to their current files.
+        `kg_rejects` (the Wikidata ingest's reject parts) joins the runs' rejects in the
+        `rejects` view. Every file's schema is checked against its contract first, but a
+        compacted run's, which its compaction checked.
         """
         check_catalog_file(self.catalog_path, must_exist=False)  # never replace a user's file
-        files = self.committed_files()
+        listing = self.committed_listing()
+        for item in listing:  # a compaction checked its files when it wrote them
+            if not item.compacted:
+                check_schema(item.table, pq.read_schema(item.path), where=str(item.path))
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
         artifacts = {
-            "passages": [],
             **self.quality_files(),
             "reviews": review_files(self.root),
             **(artifacts or {}),
         }
-        kg_rejects = artifacts.pop("kg_rejects", [])
+        for table, paths in artifacts.items():
+            for p in paths:
+                check_schema("rejects" if table == "kg_rejects" else table, pq.read_schema(p),
+                             where=str(p))  # fmt: skip
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a
         # crash mid-refresh leaves the previous catalog intact.
         with self._catalog_lock(), atomic_path(self.catalog_path) as tmp:
             try:
                 with duckdb.connect(str(tmp)) as con:
-                    for table in SHARDED_TABLES:
-                        for p in files[table]:
-                            check_schema(table, pq.read_schema(p), where=str(p))
-                        self._create_view(con, table, files[table], hive=True)
-                    for p in kg_rejects:
-                        check_schema("rejects", pq.read_schema(p), where=str(p))
-                    self._union_kg_rejects(con, files["rejects"], kg_rejects)
-                    self._create_view(con, "runs", runs, hive=False)
-                    for table, paths in artifacts.items():
-                        for p in paths:
-                            check_schema(table, pq.read_schema(p), where=str(p))
-                        self._create_view(con, table, paths, hive=False)
-                    con.execute(views_sql())
+                    build_catalog(con, listing, runs, artifacts)
                     # Where the store is: read-only connections list its reviews afresh.
                     con.execute(
                         "CREATE OR REPLACE TABLE catalog_info AS "
@@ -334,40 +367,64 @@ class Store:
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         return self.catalog_path
 
-    @classmethod
-    def _union_kg_rejects(
-        cls, con: duckdb.DuckDBPyConnection, run_files: list[Path], kg_files: list[Path]
-    ) -> None:
-        """`rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
-        run_date), so one view answers "what input did the pipeline refuse"."""
-        cls._create_view(con, "rejects", run_files, hive=True, name="_run_rejects")
-        cls._create_view(con, "rejects", kg_files, hive=False, name="_kg_rejects")
-        con.execute(
-            "CREATE OR REPLACE VIEW rejects AS SELECT * FROM _run_rejects "
-            "UNION ALL BY NAME SELECT * FROM _kg_rejects"
-        )
 
-    @staticmethod
-    def _create_view(
-        con: duckdb.DuckDBPyConnection,
-        table: str,
-        paths: list[Path],
-        hive: bool,
-        name: str | None = None,
-    ) -> None:
-        name = name or table
-        # The contract's columns, empty: unioned by name with the files, so shards written
-        # before a column existed read it as NULL and dependent views stay valid.
-        empty = pa.Table.from_pylist([], schema=schema_for(table))
-        con.register("_empty_arrow", empty)
-        con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
-        con.unregister("_empty_arrow")
-        if paths:
-            select = files_select(path_list(paths), hive, f"_empty_{name}")
-            con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
-            return
-        cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
+def build_catalog(
+    con: duckdb.DuckDBPyConnection,
+    listing: list[Listed],
+    runs: list[Path],
+    artifacts: dict[str, list[Path]],
+) -> None:
+    """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
+    no files gets an empty view with the contract's columns), then views.sql. A run's
+    record_facts come from its compaction's file when it has one (`record_facts_files`), else
+    live from its curriculum and control scores (the `*_unfactored` views)."""
+    artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
+    kg_rejects = artifacts.pop("kg_rejects", [])
+    factored = {item.run_id for item in listing if item.table == "record_facts"}
+    files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
+    for item in listing:
+        files[item.table].append(item.path)
+    for table in SHARDED_TABLES:
+        if table not in ("rejects", "record_facts"):
+            _create_view(con, table, files[table], hive=True)
+    _create_view(con, "record_facts", files["record_facts"], True, "record_facts_files")
+    for table in ("curriculum", "control_scores"):
+        paths = [i.path for i in listing if i.table == table and i.run_id not in factored]
+        _create_view(con, table, paths, hive=True, name=f"{table}_unfactored")
+    # `rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
+    # run_date), so one view answers "what input did the pipeline refuse".
+    _create_view(con, "rejects", files["rejects"], hive=True, name="_run_rejects")
+    _create_view(con, "rejects", kg_rejects, hive=False, name="_kg_rejects")
+    con.execute(
+        "CREATE OR REPLACE VIEW rejects AS SELECT * FROM _run_rejects "
+        "UNION ALL BY NAME SELECT * FROM _kg_rejects"
+    )
+    _create_view(con, "runs", runs, hive=False)
+    for table, paths in artifacts.items():
+        _create_view(con, table, paths, hive=False)
+    con.execute(views_sql())
+
+
+def _create_view(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    paths: list[Path],
+    hive: bool,
+    name: str | None = None,
+) -> None:
+    name = name or table
+    # The contract's columns, empty: unioned by name with the files, so shards written
+    # before a column existed read it as NULL and dependent views stay valid.
+    empty = pa.Table.from_pylist([], schema=schema_for(table))
+    con.register("_empty_arrow", empty)
+    con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
+    con.unregister("_empty_arrow")
+    if paths:
+        select = files_select(path_list(paths), hive, f"_empty_{name}")
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
+        return
+    cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
 
 
 def views_sql() -> str:
@@ -393,11 +450,14 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
 
 
 __all__ = [
+    "COMPACTED",
     "SHARDED_TABLES",
     "CatalogFileError",
+    "Listed",
     "ShardFile",
     "Store",
     "StoreError",
+    "build_catalog",
     "check_catalog_file",
     "connect_readonly",
     "views_sql",

@@ -1,0 +1,213 @@
+"""Compaction of a finished run (issue 28): its shard groups become one file per table and
+partition, plus the run's record_facts, so a year of nights is read from a few files a night
+and its verdicts from facts settled once.
+
+Crash safety follows the store's one rule, a file is visible only once a manifest line names
+it. The compacted files are written atomically under names derived from their sources (a
+resumed compaction rewrites the same names), then one manifest line (shard `compacted`,
+`covers` = every group it replaces) switches readers over. The replaced files are deleted only
+by `sweep`, and only once the catalog was rebuilt after that line, so the catalog never names
+a deleted file. A SIGKILL anywhere leaves either the old groups or the compacted one live,
+never both, and running the compaction again finishes it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.core.contracts import conform, read_shard
+from pipeline.core.io import atomic_path, content_key, sha256_file
+from pipeline.store.store import COMPACTED, Listed, ShardFile, Store, build_catalog
+from schemas.tables import schema_for
+
+log = logging.getLogger(__name__)
+
+# The rows of a compacted file per Parquet row group: large enough for min/max statistics to
+# prune by V or record id, small enough to write a run's table with bounded memory.
+ROW_GROUP_ROWS = 65_536
+
+
+@dataclass
+class Compacted:
+    run_id: str
+    groups: int  # shard groups it replaced (a previous compaction counts as one)
+    files_in: int
+    files_out: int
+    rows: dict[str, int] = field(default_factory=dict)  # by table
+
+
+def finished_runs(store: Store) -> list[str]:
+    """Runs with a finish time: no nightly is adding shard groups to them (a resumed run adds
+    groups after the compacted one, and the next compaction folds them in)."""
+    return [r for r in store.run_ids() if (store.read_run(r) or {}).get("finished_at")]
+
+
+def needs_compaction(store: Store, run_id: str) -> bool:
+    return bool(set(store.manifest(run_id)) - {COMPACTED})
+
+
+def compact_finished(store: Store) -> list[Compacted]:
+    """Compact every finished run that has groups to fold (after the first, tonight's run);
+    the caller refreshes the catalog and then sweeps."""
+    done = []
+    for run_id in finished_runs(store):
+        if needs_compaction(store, run_id) and (result := compact_run(store, run_id)):
+            log.info(
+                "compacted run %s: %d groups, %d files -> %d",
+                run_id, result.groups, result.files_in, result.files_out,
+            )  # fmt: skip
+            done.append(result)
+    return done
+
+
+def compact_run(store: Store, run_id: str) -> Compacted | None:
+    """Fold the run's live shard groups into its compacted group (None: nothing to fold)."""
+    live = store.manifest(run_id)
+    if not set(live) - {COMPACTED}:
+        return None
+    covers = sorted(
+        {name for name in live if name != COMPACTED}
+        | set(live.get(COMPACTED, {}).get("covers", ()))
+    )
+    # Sources per (table, partition folder), in group order: the earlier compacted file
+    # first, then the groups by name (numbered shards in number order).
+    order = sorted(live, key=lambda n: (n != COMPACTED, not n.isdigit(), n.zfill(12)))
+    sources: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for name in order:
+        for f in live[name]["files"]:
+            if f["table"] != "record_facts":  # derived again below
+                sources.setdefault((f["table"], str(Path(f["path"]).parent)), []).append(f)
+    written = [_fold(store, table, folder, files) for (table, folder), files in sources.items()]
+    facts = _facts(store, run_id, written)
+    if facts is not None:
+        written.append(facts)
+    store.commit(run_id, COMPACTED, written, covers=covers)
+    rows: dict[str, int] = {}
+    for w in written:
+        rows[w.table] = rows.get(w.table, 0) + w.rows
+    files_in = sum(len(v) for v in sources.values())
+    return Compacted(run_id, len(live), files_in, len(written), rows)
+
+
+def _fold(store: Store, table: str, folder: str, files: list[dict[str, Any]]) -> ShardFile:
+    """One file of `files` (each contract-checked as it is read), written atomically; its name
+    is a hash of its sources, so a rerun after a crash writes the same file again."""
+    rel = f"{folder}/{COMPACTED}-{content_key({'files': [f['sha256'] for f in files]})}.parquet"
+    target = store.root / rel
+    schema = schema_for(table)
+    codec = store.compression
+    opts: dict[str, Any] = {"compression": None if codec == "none" else codec}
+    if codec == "zstd":
+        opts["compression_level"] = store.compression_level
+    rows = 0
+    with atomic_path(target, store.root) as tmp:
+        with pq.ParquetWriter(tmp, schema, **opts) as writer:
+            pending: list[pa.Table] = []
+            held = 0
+            for f in files:
+                part = conform(table, read_shard(store.root / f["path"], table))
+                pending.append(part)
+                held += part.num_rows
+                rows += part.num_rows
+                if held >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.concat_tables(pending), ROW_GROUP_ROWS)
+                    pending, held = [], 0
+            if pending:
+                writer.write_table(pa.concat_tables(pending), ROW_GROUP_ROWS)
+        digest, size = sha256_file(tmp), tmp.stat().st_size
+    return ShardFile(table, rel, rows, digest, size)
+
+
+def _facts(store: Store, run_id: str, folded: list[ShardFile]) -> ShardFile | None:
+    """The run's record_facts, by the catalog's own SQL (`record_facts_of` in views.sql) over
+    the run's compacted curriculum and control scores only, in memory."""
+    curriculum = [f for f in folded if f.table == "curriculum"]
+    if not curriculum:
+        return None
+    listing = [
+        Listed(run_id, f.table, store.root / f.path, True)
+        for f in folded
+        if f.table in ("curriculum", "control_scores")
+    ]
+    with duckdb.connect() as con:
+        build_catalog(con, listing, [], {})
+        tbl = con.sql(
+            "SELECT * FROM record_facts_of('curriculum', 'control_scores') "
+            "ORDER BY verifier_v DESC NULLS LAST, record_id"
+        ).to_arrow_table()
+    # DuckDB names UTC Etc/UTC: the same instants, cast to the contract's type
+    schema = schema_for("record_facts")
+    tbl = tbl.select(schema.names).cast(schema)
+    folder = Path(curriculum[0].path).parent.as_posix().replace("/curriculum/", "/record_facts/", 1)
+    rel = f"{folder}/{COMPACTED}-{content_key({'files': [curriculum[0].sha256]})}.parquet"
+    target = store.root / rel
+    with atomic_path(target, store.root) as tmp:
+        pq.write_table(tbl, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        digest, size = sha256_file(tmp), tmp.stat().st_size
+    return ShardFile("record_facts", rel, tbl.num_rows, digest, size)
+
+
+def superseded_files(store: Store, run_id: str, before: dt.datetime | None) -> list[Path]:
+    """Files named by a run's manifest that no live group lists, of groups replaced by a
+    compaction committed before `before` (None: none yet)."""
+    if before is None:
+        return []
+    lines = store.manifest_lines(run_id)
+    live = {f["path"] for e in store.manifest(run_id).values() for f in e["files"]}
+    replaced: set[str] = set()
+    for i, entry in enumerate(lines):
+        if entry["shard"] != COMPACTED:
+            continue
+        if dt.datetime.fromisoformat(entry["committed_at"]) >= before:
+            continue
+        names = set(entry.get("covers", ())) | {COMPACTED}
+        for earlier in lines[:i]:
+            if earlier["shard"] in names:
+                replaced.update(f["path"] for f in earlier["files"])
+    return sorted(store.root / p for p in replaced - live)
+
+
+def catalog_refreshed_at(store: Store) -> dt.datetime | None:
+    """When the catalog was last rebuilt (None: no catalog, or one from before catalog_info)."""
+    if not store.catalog_path.exists():
+        return None
+    try:
+        with duckdb.connect(str(store.catalog_path), read_only=True) as con:
+            ((at,),) = con.execute("SELECT refreshed_at FROM catalog_info").fetchall()
+    except (duckdb.Error, ValueError):
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+
+
+def sweep(store: Store, run_ids: list[str] | None = None) -> list[Path]:
+    """Delete the files compactions replaced, once the catalog no longer names them (it was
+    rebuilt after the compaction's line); the deleted paths."""
+    before = catalog_refreshed_at(store)
+    gone = []
+    for run_id in run_ids if run_ids is not None else store.run_ids():
+        for path in superseded_files(store, run_id, before):
+            if path.exists():
+                path.unlink()
+                gone.append(path)
+    return gone
+
+
+__all__ = [
+    "ROW_GROUP_ROWS",
+    "Compacted",
+    "catalog_refreshed_at",
+    "compact_finished",
+    "compact_run",
+    "finished_runs",
+    "needs_compaction",
+    "superseded_files",
+    "sweep",
+]
