@@ -151,9 +151,9 @@ def land_stage(
     artifacts = {"passages": [index.passages_path], **selector_artifacts(ctx)}
     if subgraphs is not None:
         artifacts.update(subgraphs.catalog_files())
-    compacted = compact_finished(store)
+    compact_finished(store)
     catalog = store.refresh_catalog(artifacts)
-    sweep(store, [c.run_id for c in compacted])
+    sweep(store)
     with connect_readonly(catalog) as con:
         row = con.execute(
             """

@@ -44,7 +44,7 @@ def copy_landed(landed_run, dest: Path) -> Path:
 
 
 def curriculum_shards(out: Path) -> list[Path]:
-    return sorted(out.glob("shards/curriculum/**/part-*.parquet"))
+    return sorted(out.glob("shards/curriculum/**/[!.]*.parquet"))  # shards or compacted
 
 
 def rewrite_record(out: Path, record_id: str, **changes) -> dict:

@@ -187,16 +187,22 @@ def catalog_refreshed_at(store: Store) -> dt.datetime | None:
     return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
 
 
-def sweep(store: Store, run_ids: list[str] | None = None) -> list[Path]:
+def sweep(store: Store) -> list[Path]:
     """Delete the files compactions replaced, once the catalog no longer names them (it was
-    rebuilt after the compaction's line); the deleted paths."""
+    rebuilt after the compaction's line), and with them the dot-named leftovers a killed write
+    left in those runs' folders (no writer works in a finished run's folders); the deleted
+    paths. Every run is looked at: a compaction killed before its sweep is finished later."""
     before = catalog_refreshed_at(store)
     gone = []
-    for run_id in run_ids if run_ids is not None else store.run_ids():
-        for path in superseded_files(store, run_id, before):
-            if path.exists():
-                path.unlink()
-                gone.append(path)
+    for run_id in store.run_ids():
+        replaced = [p for p in superseded_files(store, run_id, before) if p.exists()]
+        for path in replaced:
+            path.unlink()
+            gone.append(path)
+        if replaced:
+            for folder in {p.parent for p in replaced}:
+                for leftover in folder.glob(".*.tmp-*"):
+                    leftover.unlink(missing_ok=True)
     return gone
 
 
