@@ -68,6 +68,38 @@ def vm_hwm_mb() -> float:
     return max(own, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
 
 
+def linked_copy(src: Path, dst: Path) -> None:
+    """`cp -al`, but with private manifests: a commit appends to its run's manifest in place,
+    which through a hard link would change the source store too."""
+    shutil.rmtree(dst, ignore_errors=True)
+    subprocess.run(["cp", "-al", str(src), str(dst)], check=True)
+    for m in dst.glob("runs/*/manifest.jsonl"):
+        data = m.read_bytes()
+        m.unlink()
+        m.write_bytes(data)
+
+
+def compacted(root: Path) -> tuple[Path, float]:
+    """The N-night store with every run compacted (as landing leaves it), cached beside it:
+    a linked copy, compacted, refreshed and swept; and the seconds that took."""
+    from pipeline.store.compaction import compact_finished, sweep
+
+    out = root.with_name(f"{root.name}-compacted")
+    marker = out / "compacted.json"
+    if marker.exists():
+        return out, json.loads(marker.read_text())["compact_s"]
+    t = time.perf_counter()
+    linked_copy(root, out)
+    store = Store(out, out / "curriculum.duckdb")
+    compact_finished(store)
+    store.refresh_catalog(artifacts(out))
+    sweep(store)
+    took = time.perf_counter() - t
+    marker.write_text(json.dumps({"compact_s": took}))
+    print(f"compacted {out} in {took:.0f} s", flush=True)
+    return out, took
+
+
 def artifacts(root: Path) -> dict[str, list[Path]]:
     return {
         "passages": [root / "index/passages.parquet"],
@@ -106,7 +138,7 @@ def build(a: argparse.Namespace, sizes: list[int]) -> dict[int, dict[str, float]
         shutil.rmtree(root, ignore_errors=True)
         t = time.perf_counter()
         if prev:  # the smaller history, hard-linked, then the nights it lacks
-            subprocess.run(["cp", "-al", str(prev[1]), str(root)], check=True)
+            linked_copy(prev[1], root)
             (root / "built.json").unlink()
             first = prev[0]
         else:
@@ -131,20 +163,26 @@ def build(a: argparse.Namespace, sizes: list[int]) -> dict[int, dict[str, float]
 
 # ---- operations (each in its own process) -------------------------------------------------
 def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
-    """Night n on top of nights 0..n-1: its shards drawn first (untimed), then committed."""
+    """Night n on top of nights 0..n-1: its shards drawn first (untimed), then committed, and
+    landed as `land_stage` lands a night: its compaction, the catalog refresh, the sweep of
+    what the compaction replaced; then its report."""
     from pipeline.catalog.report import write_run_report
+    from pipeline.store.compaction import compact_finished, sweep
 
     c = Corpus(np.random.default_rng(a.seed), a.passages)
     groups = night_tables(c, n, a.records_per_night, a.shard_size, a.seed)
     store, t0 = Store(root, root / "curriculum.duckdb"), time.perf_counter()
     write_night(store, c, n, a.records_per_night, a.shard_size, a.seed, groups)
     t1 = time.perf_counter()
-    store.refresh_catalog(artifacts(root))
+    compact_finished(store)
     t2 = time.perf_counter()
-    write_run_report(store.catalog_path, store.run_dir(run_name(n)), run_name(n))
+    store.refresh_catalog(artifacts(root))
+    sweep(store)
     t3 = time.perf_counter()
-    return {"land: commit": t1 - t0, "land: refresh": t2 - t1, "land: report": t3 - t2,
-            "land: total": t3 - t0}  # fmt: skip
+    write_run_report(store.catalog_path, store.run_dir(run_name(n)), run_name(n))
+    t4 = time.perf_counter()
+    return {"land: commit": t1 - t0, "land: compact": t2 - t1, "land: refresh": t3 - t2,
+            "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
 
 
 def run_op(op: str, root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
@@ -248,6 +286,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="building")
     ap.add_argument("--skip-over", type=float, default=300, help="projected seconds")
     ap.add_argument("--only", default="", help="comma-separated operations (default all)")
+    ap.add_argument(
+        "--uncompacted",
+        action="store_true",
+        help="measure the stores as written, not compacted (the layout before issue 28)",
+    )
     ap.add_argument("--op", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -264,6 +307,8 @@ def main() -> None:
     chosen = [o for o in ops() if not a.only or o.split(":")[0] in a.only.split(",")]
     for n in sizes:
         root = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
+        if not a.uncompacted:  # what landing leaves since issue 28: every run compacted
+            root, built[n]["compact_s"] = compacted(root)
         print(f"\n{n} nights:", flush=True)
         for op in chosen:
             rows = [r for r in res if r == op or r.startswith(op.split(":")[0] + ": ")]
@@ -278,8 +323,7 @@ def main() -> None:
             target = root
             if op == "land":  # a hard-linked scratch copy takes the new night
                 target = root.parent / f"{n}-land"
-                shutil.rmtree(target, ignore_errors=True)
-                subprocess.run(["cp", "-al", str(root), str(target)], check=True)
+                linked_copy(root, target)
             try:
                 got = spawn(op, target, n, a, max(a.skip_over * 2, 60))
             finally:
@@ -322,13 +366,15 @@ def main() -> None:
           f"{'B/record':>9}{'catalog MB':>11}{'files':>8}")  # fmt: skip
     for n in sizes:
         root = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
+        root = root if a.uncompacted else root.with_name(f"{n}-compacted")
         cat = (root / "curriculum.duckdb").stat().st_size
         shards = size_of(root / "shards") + size_of(root / "runs") + size_of(root / "reviews")
         files = sum(1 for _ in (root / "shards").rglob("*.parquet"))
         recs = n * a.records_per_night
         b = built[n]
+        note = f"  (compacting all {n} runs: {b['compact_s']:.0f} s)" if "compact_s" in b else ""
         print(f"{n:>6}{recs:>10,}{b['build_s']:>9.0f}{b['refresh_s']:>10.0f}{shards / 1e6:>10,.0f}"
-              f"{shards / recs:>9,.0f}{cat / 1e6:>11,.0f}{files:>8,}")  # fmt: skip
+              f"{shards / recs:>9,.0f}{cat / 1e6:>11,.0f}{files:>8,}{note}")  # fmt: skip
     print(
         f"\n{SCALE:,}/night: least-squares t = a + b*nights over the sizes, then a + b*{big}*"
         f"{SCALE / a.records_per_night:.0f} (the growing part scaled by the records a night; "
