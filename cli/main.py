@@ -27,6 +27,7 @@ from cli.export import export_command
 from cli.kg import kg_app
 from cli.quality import quality_app
 from cli.report import report as report_command
+from cli.runs import runs_app
 from cli.sql_output import Format, print_tables
 from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.display import display_text
@@ -48,6 +49,7 @@ selector_app = typer.Typer(help="Inspect the bandit source selector.", no_args_i
 app.add_typer(selector_app, name="selector")
 app.add_typer(kg_app, name="kg", help="Wikidata dump ingest, subgraph extraction and stats.")
 app.add_typer(quality_app, name="quality")
+app.add_typer(runs_app, name="runs")
 llm_app = typer.Typer(help="Serve the configured LLM.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 
