@@ -294,6 +294,12 @@ def disk_bytes(store: Store, runs: list[str]) -> int:
     )
 
 
+def export_of(store: Store, out: Path) -> dict[str, str]:
+    """The default export of the old runs, file by file (the manifest aside: it has times)."""
+    export_curriculum(store.catalog_path, out, formats=["jsonl"], run_ids=OLD)
+    return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*.jsonl"))}
+
+
 def test_bulky_only_keeps_records_and_verdicts_and_empties_the_bulky_columns(
     history, tmp_path, landing_refresh
 ):
@@ -307,12 +313,16 @@ def test_bulky_only_keeps_records_and_verdicts_and_empties_the_bulky_columns(
     schemas = {f["table"]: pq.read_schema(store.root / f["path"])
                for f in store.manifest(run_name(0))[COMPACTED]["files"]}  # fmt: skip
 
+    exported = export_of(store, tmp_path / "before")
+    assert sum(text.count("\n") for text in exported.values()) > 10
+
     res = prune(store, "--before", CUTOFF, "--bulky-only", "--apply")
     assert res.exit_code == 0, res.output
     assert f"slimmed 2 run(s): {', '.join(OLD)}" in res.output
     assert "curriculum.prompt -> ''" in res.output and "solver_rollouts.think -> NULL" in res.output
 
     assert verdicts(store) == answers  # every record, verdict and row count as before
+    assert export_of(store, tmp_path / "after") == exported
     emptied = bulky_values(store, OLD)
     assert set(emptied.values()) == {0}, emptied
     assert bulky_values(store, KEPT) == kept_values
