@@ -508,7 +508,7 @@ COMMANDS = [
     ["nightly"], ["index", "build"], ["index", "search", "x"], ["index", "serve"],
     ["kg", "ingest"], ["kg", "extract"], ["cluster"], ["sql", "SELECT 1"], ["audit", "funnel"],
     ["report"], ["export", "/nonexistent/exp"], ["config", "show"], ["selector", "show"],
-    ["quality", "near-duplicates"], ["llm", "serve"],
+    ["quality", "near-duplicates"], ["llm", "serve"], ["runs", "prune", "--keep-days", "1"],
 ]  # fmt: skip
 
 
