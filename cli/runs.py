@@ -6,6 +6,7 @@ pipeline/store/retention.py. Registered in cli/main.py with `app.add_typer(runs_
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from pathlib import Path
 from typing import Annotated
@@ -112,19 +113,23 @@ def prune_command(
             fail(f"--exports {display_text(str(folder))}: not a folder", "give a folder of exports")
     cfg = config_or_fail(profile, overrides)
     store = Store.from_config(cfg)
-    with stage_errors(_HINT):
-        plan = plan_prune(
-            store, cutoff, bulky_only=bulky_only, force=force, export_dirs=exports or []
-        )
-    _show_plan(plan, apply)
-    if not apply:
-        return
-    if not plan.pending:
-        typer.echo("nothing to prune")
-        return
     try:
-        with store_run_lock(store.root, "runs-prune"), stage_errors(_APPLY_HINT):
-            res = apply_prune(store, plan, lambda: _refresh(cfg, store))
+        # --apply plans under the store's run lock: no nightly lands a run in between
+        with contextlib.ExitStack() as held:
+            if apply:
+                held.enter_context(store_run_lock(store.root, "runs-prune"))
+            with stage_errors(_HINT):
+                plan = plan_prune(
+                    store, cutoff, bulky_only=bulky_only, force=force, export_dirs=exports or []
+                )
+            _show_plan(plan, apply)
+            if not apply:
+                return
+            if not plan.pending:
+                typer.echo("nothing to prune")
+                return
+            with stage_errors(_APPLY_HINT):
+                res = apply_prune(store, plan, lambda: _refresh(cfg, store))
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish and rerun")
     if res.finished:

@@ -36,6 +36,7 @@ from synthetic_store import Corpus, review, run_name, table, write_night  # noqa
 from cli.runs import _size, runs_app  # noqa: E402
 from pipeline.catalog.export import export_curriculum  # noqa: E402
 from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
+from pipeline.core.run_control import store_run_lock  # noqa: E402
 from pipeline.store.compaction import compact_run, sweep  # noqa: E402
 from pipeline.store.retention import (  # noqa: E402
     BULKY_COLUMNS,
@@ -198,6 +199,11 @@ def test_whole_run_prune_removes_exactly_the_old_runs(history, tmp_path, landing
     files, answers = snapshot(store.root), verdicts(store)
     plan = plan_prune(store, dt.date.fromisoformat(CUTOFF))
     n_files, n_bytes = sum(len(c.files) for c in plan.selected), sum(c.bytes for c in plan.selected)
+
+    with store_run_lock(store.root, "night-5"):  # a nightly writing the store: refused
+        res = prune(store, "--before", CUTOFF, "--apply")
+    assert res.exit_code == 2 and "'night-5'" in res.output, res.output
+    assert snapshot(store.root) == files
 
     res = prune(store, "--before", CUTOFF, "--apply")
     assert res.exit_code == 0, res.output
