@@ -126,11 +126,12 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     assert done.returncode == 0, done.stderr[-3000:]
     assert "DuckDB catalog:" in done.stdout
     after = [orjson.loads(line) for line in manifest.read_text().splitlines()]
-    assert [e["shard"] for e in after] == ["00000", "00001", "00002"]
+    assert [e["shard"] for e in after] == ["00000", "00001", "00002", "compacted"]
     assert after[: len(before)] == before  # committed shards were not redone or recommitted
-    for entry in before:
-        for f in entry["files"]:
-            assert sha256_file(tmp_path / "out" / f["path"]) == f["sha256"]
+    # landing compacted the completed run (the stopped one was left for its resume)
+    assert after[-1]["covers"] == ["00000", "00001", "00002"]
+    for f in after[-1]["files"]:
+        assert sha256_file(tmp_path / "out" / f["path"]) == f["sha256"]
 
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
     night = [run_id]

@@ -176,8 +176,9 @@ def test_ray_run_equals_the_local_run_and_survives_a_lost_node(tmp_path, ray_clu
 
     # Every planned shard committed exactly once, by the driver, after the loss.
     manifest = [orjson.loads(x) for x in (ray_out / "runs" / run_id / "manifest.jsonl").open()]
-    shards = [e["shard"] for e in manifest if e["shard"] != "corpus"]
+    shards = [e["shard"] for e in manifest if e["shard"] not in ("corpus", "compacted")]
     assert sorted(shards) == ["00000", "00001", "00002"]
+    assert manifest[-1]["shard"] == "compacted"  # landing compacted the finished run
     doc = orjson.loads(progress.read_bytes())
     assert doc["shards_committed"] == 3 and doc["executor"] == "ray"
     assert sum(doc["shards_by_worker"].values()) == 3

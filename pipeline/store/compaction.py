@@ -45,9 +45,10 @@ class Compacted:
 
 
 def finished_runs(store: Store) -> list[str]:
-    """Runs with a finish time: no nightly is adding shard groups to them (a resumed run adds
-    groups after the compacted one, and the next compaction folds them in)."""
-    return [r for r in store.run_ids() if (store.read_run(r) or {}).get("finished_at")]
+    """Runs that completed: no nightly adds shard groups to them. A stopped or failed run is
+    left as it is for its resume (were it resumed after compaction anyway, its new groups
+    would follow the compacted one and the next compaction would fold them in)."""
+    return [r for r in store.run_ids() if (store.read_run(r) or {}).get("status") == "completed"]
 
 
 def needs_compaction(store: Store, run_id: str) -> bool:
