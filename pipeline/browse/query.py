@@ -1,7 +1,8 @@
 """The record browser's reads: every page is a few parameterised DuckDB queries.
 
-The records page reads `record_index`, a table the catalog materialises at each refresh (one
-row per record with what the page filters and sorts on), and pages by key (`(sort key,
+The records page reads `record_index` (one row per record with what the page filters and sorts
+on: each run's record_facts, written when the run was compacted, joined with the verdicts the
+catalog materialises at each refresh), and pages by key (`(sort key,
 record_id)` after the last row shown), so a page at a million records is one filtered top-N
 scan; nothing loads a table into Python. Reviews are joined live from `review_latest`. A record
 page reads its run's shard files only (as its run's manifest lists them), not the catalog's
