@@ -1,6 +1,9 @@
 """Contracts of the quality checks over the catalog (issue 17), written by `curriculum quality
-...` (and the nightly with quality.nightly) under <out>/quality/<table>/. Gathered with the
-others in schemas/tables.py."""
+...` (and the nightly with quality.nightly) under <out>/quality/<table>/, one file per run
+(benchmark_matches, question_clusters) or per benchmark (benchmark_checks); and of what the
+checks remember between passes so that a night checks only its own records (issue 28), under
+<out>/quality/state/<table>/ and not in the catalog. Gathered with the others in
+schemas/tables.py."""
 
 from __future__ import annotations
 
@@ -66,3 +69,37 @@ QUESTION_CLUSTERS = contract(
     ],
 )
 QUALITY_TABLES = ("benchmark_matches", "benchmark_checks", "question_clusters")
+
+# ---- state of the checks (not catalog tables) ---------------------------------------------
+DECONTAMINATION_RUNS = contract(
+    "decontamination_runs",
+    "The runs one benchmark file was checked against, one file per benchmark: a later pass "
+    "with the same file (sha256) and settings (the file's `settings` metadata, JSON) checks "
+    "only runs missing here or whose record count changed; other settings recheck every run.",
+    [
+        f("benchmark", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("records", pa.int64(), False, "the run's records when it was checked"),
+        f("records_flagged", pa.int64(), False, "of them, records with at least one match"),
+        f("checked_at", TS, False),
+    ],
+)
+
+QUESTION_MINHASH = contract(
+    "question_minhash",
+    "Every record of a run as the near-duplicate check saw it, one file per run written when "
+    "the run is first clustered: Norm(question) and its MinHash LSH band keys, which a later "
+    "night's questions are looked up against (the file's `settings` metadata, JSON, holds the "
+    "threshold, permutations, bands and seed the keys were made with).",
+    [
+        f("record_id", pa.string(), False),
+        f("run_id", pa.string(), False),
+        f("question_norm", pa.string(), doc="Norm(question); its words are the Jaccard set"),
+        f(
+            "band_keys",
+            pa.list_(pa.int64()),
+            doc="one 64-bit key per LSH band (the band's MinHash values hashed); two records "
+            "are candidates when a band's keys are equal; null: no question words",
+        ),
+    ],
+)

@@ -27,8 +27,10 @@ from schemas.fields import DOCS, KG_PATH, SCHEMA_VERSION, TS, contract, f
 from schemas.quality_tables import (
     BENCHMARK_CHECKS,
     BENCHMARK_MATCHES,
+    DECONTAMINATION_RUNS,
     QUALITY_TABLES,
     QUESTION_CLUSTERS,
+    QUESTION_MINHASH,
 )
 from schemas.review_tables import REVIEW_REASONS, REVIEW_VERDICTS, REVIEWS
 
@@ -528,6 +530,8 @@ TABLES: dict[str, pa.Schema] = {
         BENCHMARK_MATCHES,
         BENCHMARK_CHECKS,
         QUESTION_CLUSTERS,
+        DECONTAMINATION_RUNS,
+        QUESTION_MINHASH,
         REVIEWS,
     )
 }
@@ -551,6 +555,7 @@ __all__ = [
     "CLUSTERS",
     "CONTROL_SCORES",
     "CURRICULUM",
+    "DECONTAMINATION_RUNS",
     "EDGES",
     "EMBEDDINGS_MANIFEST",
     "ENTITIES",
@@ -561,6 +566,7 @@ __all__ = [
     "PROPOSER_ROLLOUTS",
     "QUALITY_TABLES",
     "QUESTION_CLUSTERS",
+    "QUESTION_MINHASH",
     "RECORD_FACTS",
     "REJECTS",
     "REVIEWS",
