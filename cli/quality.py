@@ -153,7 +153,7 @@ def near_duplicates_command(
     else:
         typer.echo(
             f"  added {res.checked} question(s) of runs not clustered before; "
-            f"{len(res.runs_rewritten)} earlier run(s) had records join their clusters"
+            f"{res.changed} earlier question(s) had their cluster grow or merge"
         )
     typer.echo(f"catalog: {catalog}")
     typer.echo('  query it: curriculum sql "SELECT * FROM near_duplicates"')

@@ -30,6 +30,7 @@ from schemas.quality_tables import (
     DECONTAMINATION_RUNS,
     QUALITY_TABLES,
     QUESTION_CLUSTERS,
+    QUESTION_DUPLICATES,
     QUESTION_MINHASH,
 )
 from schemas.review_tables import REVIEW_REASONS, REVIEW_VERDICTS, REVIEWS
@@ -530,8 +531,9 @@ TABLES: dict[str, pa.Schema] = {
         BENCHMARK_MATCHES,
         BENCHMARK_CHECKS,
         QUESTION_CLUSTERS,
-        DECONTAMINATION_RUNS,
+        QUESTION_DUPLICATES,
         QUESTION_MINHASH,
+        DECONTAMINATION_RUNS,
         REVIEWS,
     )
 }
@@ -566,6 +568,7 @@ __all__ = [
     "PROPOSER_ROLLOUTS",
     "QUALITY_TABLES",
     "QUESTION_CLUSTERS",
+    "QUESTION_DUPLICATES",
     "QUESTION_MINHASH",
     "RECORD_FACTS",
     "REJECTS",

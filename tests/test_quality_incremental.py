@@ -55,8 +55,9 @@ BENCH = [
     {"id": "q1", "question": "who painted the ceiling of sistine chapel", "golden_answers": ["x"]},
     {"id": "q2", "question": "What is the capital city of Australia", "golden_answers": ["y"]},
 ]
-STAMPS = {
-    "question_clusters": "computed_at",
+STAMPS = {  # the tables' files, and the column that says when a row was written
+    "question_minhash": "checked_at",
+    "question_duplicates": "computed_at",
     "benchmark_matches": "checked_at",
     "benchmark_checks": "checked_at",
 }
@@ -108,8 +109,13 @@ def history(tmp_path):
     return cfg, store, bench
 
 
+def _mtimes(root) -> dict:
+    return {p: p.stat().st_mtime_ns for p in (root / "quality").rglob("*.parquet")}
+
+
 def test_a_new_night_is_checked_alone_and_equals_a_full_recheck(history, tmp_path):
     cfg, store, bench = history
+    earlier = _mtimes(store.root)
     _land(store, "n3", _rows("n3", NIGHT))
     catalog = store.refresh_catalog()
     with duckdb.connect(str(catalog), read_only=True) as con:
@@ -120,11 +126,20 @@ def test_a_new_night_is_checked_alone_and_equals_a_full_recheck(history, tmp_pat
     [checked] = decontaminate_catalog(cfg, store, [bench])
     # Only the night's records were read and compared ...
     assert not clusters.full and clusters.checked == len(NIGHT)
-    assert clusters.runs_rewritten == ["n1", "n2"]  # m5, b3 (n1) and b7, d2 (n2) gained members
+    assert clusters.changed == 4  # m5, b3 + b7 and d2 have new cluster members
     assert (clusters.records, clusters.clusters, clusters.duplicates) == (10, 3, 4)
     assert not checked.full and checked.runs_checked == ["n3"]
     assert checked.records_checked == len(NIGHT) and checked.flagged == ["z9"]
     assert checked.records_flagged == 2  # c1, flagged by the first pass, and z9
+    # ... the earlier runs' files were not rewritten (only the one file of duplicates and
+    # the per-benchmark summaries were) ...
+    now = _mtimes(store.root)
+    rewritten = {p.relative_to(store.root).as_posix() for p in earlier if now[p] != earlier[p]}
+    assert rewritten == {
+        "quality/question_duplicates/catalog.parquet",
+        "quality/benchmark_checks/bench.parquet",
+        "quality/state/decontamination_runs/bench.parquet",
+    }
     # ... and the tables are a full recheck's.
     assert _tables(store.root) == _full_recheck(cfg, store, bench, tmp_path)
 
@@ -147,22 +162,21 @@ def test_a_new_night_is_checked_alone_and_equals_a_full_recheck(history, tmp_pat
         assert cov == [(11, 2, [])]
     layout = {t: sorted(p.name for p in (store.root / "quality" / t).glob("*")) for t in STAMPS}
     assert layout == {
-        "question_clusters": ["n1.parquet", "n2.parquet", "n3.parquet"],
+        "question_minhash": ["n1.parquet", "n2.parquet", "n3.parquet"],
+        "question_duplicates": ["catalog.parquet"],
         "benchmark_matches": ["n1.parquet", "n3.parquet"],  # n2 matched nothing: no file
         "benchmark_checks": ["bench.parquet"],
     }
 
-    # Nothing landed since: nothing is read again, no file is rewritten.
-    # (the benchmark_checks row is rewritten: its checked_at is the latest pass)
-    files = [
-        p for p in (store.root / "quality").rglob("*.parquet") if "benchmark_checks" not in p.parts
-    ]
-    stamps = {p: p.stat().st_mtime_ns for p in files}
+    # Nothing landed since: nothing is read again, no file is rewritten but the summary row
+    # of benchmark_checks (its checked_at is the latest pass).
+    stamps = _mtimes(store.root)
     again = cluster_catalog(cfg, store)
     [same] = decontaminate_catalog(cfg, store, [bench])
     assert (again.full, again.checked, same.full, same.records_checked) == (False, 0, False, 0)
     assert same.records_flagged == 2 and again.clusters == 3
-    assert len(files) == 9 and {p: p.stat().st_mtime_ns for p in files} == stamps
+    now = _mtimes(store.root)
+    assert len(now) == 8 and [p.name for p in now if now[p] != stamps[p]] == ["bench.parquet"]
 
 
 def test_a_run_that_lands_more_records_is_checked_for_those(history, tmp_path):
@@ -206,20 +220,22 @@ def test_a_changed_benchmark_file_or_setting_rechecks_every_run(history, tmp_pat
 
 
 def test_the_one_file_layout_of_earlier_checks_is_replaced(history, tmp_path):
-    """Stores checked before per-run files: question_clusters/catalog.parquet and one
-    matches file per benchmark, no state. The next pass rechecks all and leaves the new
-    layout, with the same rows."""
+    """Stores checked before issue 28: question_clusters/catalog.parquet (every record's row)
+    and one matches file per benchmark, no state. The next pass rechecks all and leaves the
+    new layout, with the same rows."""
     cfg, store, bench = history
     q = store.root / "quality"
     want = _tables(store.root)
-    for table, name in (("question_clusters", "catalog"), ("benchmark_matches", "bench")):
-        files = sorted((q / table).glob("*.parquet"))
-        data = duckdb.sql("SELECT * FROM read_parquet(?)", params=[[str(p) for p in files]])
-        pq.write_table(data.to_arrow_table(), q / table / f"{name}.parquet")
-        for p in files:
-            p.unlink()
-    for p in (q / "state").rglob("*.parquet"):
+    with duckdb.connect(str(store.refresh_catalog()), read_only=True) as con:
+        clusters = con.sql("SELECT * FROM question_clusters").to_arrow_table()
+    (q / "question_clusters").mkdir()
+    pq.write_table(clusters, q / "question_clusters" / "catalog.parquet")
+    matches = sorted((q / "benchmark_matches").glob("*.parquet"))
+    data = duckdb.sql("SELECT * FROM read_parquet(?)", params=[[str(p) for p in matches]])
+    pq.write_table(data.to_arrow_table(), q / "benchmark_matches" / "bench.parquet")
+    for p in [*matches, *(q / "state").rglob("*.parquet"), *(q / "question_minhash").glob("*")]:
         p.unlink()
+    (q / "question_duplicates" / "catalog.parquet").unlink()
     assert cluster_catalog(cfg, store).full
     assert decontaminate_catalog(cfg, store, [bench])[0].full
     assert not (q / "question_clusters" / "catalog.parquet").exists()

@@ -1,23 +1,25 @@
 """Run the quality checks over the landed catalog and commit their tables, a night at a time.
 
-Both checks remember what they have checked (pipeline/quality/state.py), so a pass reads and
-compares only the records of runs it has not seen, and gives the tables a full recheck would
-(issue 28); `full=True` (`--full`) recomputes everything from the catalog.
+Both checks remember what they have checked, so a pass reads and compares only the records of
+runs it has not seen, and leaves the tables a full recheck would (issue 28); `full=True`
+(`--full`) recomputes everything from the catalog.
 
 - `decontaminate_catalog`: per benchmark file, the runs checked with the same file (sha256)
-  and settings (`decontamination_runs`); a run not among them, or whose record count
-  changed, is checked now. A run's matches, every benchmark's, are one file,
-  `benchmark_matches/<run_id>.parquet` (none when nothing matched); `benchmark_checks/
-  <benchmark>.parquet` sums the checked runs up as one row. Another file or other settings
-  recheck every run.
-- `cluster_catalog`: a run's questions are MinHashed once (`question_minhash`: Norm(question)
-  and LSH band keys per record); a new night's keys are joined in DuckDB with every stored
-  key, an edge kept at the true Jaccard, and the edges merged into the earlier clusters
-  (`merge_clusters`). `question_clusters/<run_id>.parquet` holds a run's records: the new
-  run's file is written, and the files of earlier runs whose clusters the night joined are
-  rewritten. The embedding method (quality.embedding with an encoder) has no incremental
-  form here (k-nearest-neighbour edges can vanish when records arrive): with it, every pass
-  is a full recompute.
+  and settings (`state/decontamination_runs/<benchmark>.parquet`); a run not among them, or
+  whose record count changed, is checked now. A run's matches, every benchmark's, are one
+  file, `benchmark_matches/<run_id>.parquet` (none when nothing matched);
+  `benchmark_checks/<benchmark>.parquet` sums the checked runs up as one row. Another file or
+  other settings recheck every run.
+- `cluster_catalog`: a run's questions are MinHashed once (`question_minhash/<run_id>.parquet`:
+  every record, its Norm(question) and LSH band keys); a new night's keys are joined in
+  DuckDB with every stored key, an edge kept at the true Jaccard, and the edges merged into
+  the earlier clusters (`merge_clusters`). The rows of clusters of two or more are one file,
+  `question_duplicates/catalog.parquet`, rewritten when a night's questions join or merge
+  clusters; any other checked question is its own cluster, so the earlier runs' files are
+  never rewritten. The `question_clusters` view (schemas/views.sql) puts the two together.
+  The embedding method (quality.embedding with an encoder) has no incremental form here
+  (k-nearest-neighbour edges can vanish when records arrive): with it, every pass is a full
+  recompute.
 
 Files are written atomically under `<out>/quality/`, where every catalog refresh picks the
 tables up (`Store.refresh_catalog`); the caller refreshes. A benchmark added later is checked
@@ -27,6 +29,7 @@ against every existing record without regenerating anything.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +39,13 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.agents.rewards import normalize
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
-from pipeline.core.io import utcnow, write_parquet_atomic
+from pipeline.core.io import path_within, utcnow, write_parquet_atomic
 from pipeline.quality.benchmarks import Benchmark, BenchmarkError, load_benchmark
 from pipeline.quality.decontamination import METHODS, Match, decontaminate
 from pipeline.quality.near_duplicates import (
@@ -57,16 +61,16 @@ from pipeline.quality.near_duplicates import (
     shared_key_pairs,
 )
 from pipeline.quality.state import (
+    STATE_DIR,
     file_settings,
     parquet_files,
     quality_lock,
     same_settings,
-    state_files,
     state_path,
     write_rows,
 )
 from pipeline.store.store import Store, StoreError, connect_readonly
-from schemas.tables import schema_for
+from schemas.tables import QUESTION_DUPLICATES, schema_for
 
 Encode = Callable[[list[str]], np.ndarray]
 
@@ -80,7 +84,6 @@ FROM curriculum c LEFT JOIN passages p ON p.id = c.evidence_passage_id
 ORDER BY c.record_id
 """
 QUESTIONS_SQL = "SELECT record_id, run_id, question FROM curriculum c {where} ORDER BY record_id"
-LEGACY_CLUSTERS = "catalog"  # question_clusters/catalog.parquet: one file for the whole catalog
 
 
 @contextlib.contextmanager
@@ -326,6 +329,8 @@ def _write_matches(
 
 # ---- near-duplicates ------------------------------------------------------------------
 
+DUPLICATES = "catalog"  # question_duplicates/catalog.parquet, the table's one file
+
 
 @dataclass
 class ClusterResult:
@@ -335,7 +340,7 @@ class ClusterResult:
     edges: dict[str, int]  # pairs this pass found (all of them when full)
     checked: int = 0  # questions this pass clustered (new ones unless full)
     full: bool = True  # recomputed from the whole catalog
-    runs_rewritten: list[str] = field(default_factory=list)  # earlier runs' files rewritten
+    changed: int = 0  # earlier questions whose cluster row this pass changed
     reason: str = ""  # why a full recompute
 
 
@@ -348,15 +353,19 @@ def _minhash_settings(cfg: PipelineConfig, embedding: str | None) -> dict[str, A
         "bands": bands,
         "rows": rows,
         "seed": MINHASH_SEED,
-        # what else made the clusters the files hold (None: MinHash alone)
+        # what else made the clusters question_duplicates holds (None: MinHash alone)
         "embedding": embedding,
     }
 
 
 def _marker(store: Store) -> Path:
-    """Present while cluster files are being rewritten: a pass that finds it (a write that
-    died half way) recomputes everything."""
-    return state_path(store.root, "question_minhash", "writing").with_suffix(".incomplete")
+    """Present while the near-duplicate files are being written: a pass that finds it (a
+    write that died half way) recomputes everything."""
+    return path_within(store.root, "quality", STATE_DIR, "near_duplicates.incomplete")
+
+
+def _folder(store: Store, table: str) -> Path:
+    return store.quality_path(table, DUPLICATES).parent
 
 
 def cluster_catalog(
@@ -364,7 +373,7 @@ def cluster_catalog(
 ) -> ClusterResult:
     """Near-duplicate clusters over every question of the catalog: the questions of runs not
     clustered yet are added to the clusters computed before (unless `full`, or the embedding
-    method is on); the per-run `question_clusters` files are committed."""
+    method is on). Commits question_minhash (the new runs' files) and question_duplicates."""
     q = cfg.quality
     embedding = encode is not None and q.embedding
     emb = f"cosine>={q.duplicate_embedding_threshold},k={q.duplicate_neighbours}"
@@ -372,7 +381,7 @@ def cluster_catalog(
     with quality_lock(store.root):
         with open_catalog(store.catalog_path) as con:
             counts = run_counts(con)
-            state = {p.stem: file_settings(p) for p in state_files(store.root, "question_minhash")}
+            state = {p.stem: file_settings(p) for p in parquet_files(_folder(store, MINHASH))}
             reason = _full_reason(store, settings, counts, state, full, embedding)
             if reason:
                 records = _select(con, QUESTIONS_SQL, None)
@@ -388,6 +397,11 @@ def cluster_catalog(
     return res
 
 
+MINHASH = "question_minhash"
+# Files of the one-table layout before question_minhash + question_duplicates.
+LEGACY_CLUSTERS = ("quality", "question_clusters")
+
+
 def _full_reason(
     store: Store,
     settings: dict[str, Any],
@@ -399,7 +413,6 @@ def _full_reason(
     """Why this pass must recompute everything ('' when the new runs can be added)."""
     gone = sorted(set(state) - set(counts))
     shrunk = sorted(r for r, (n, _) in state.items() if r in counts and n > counts[r])
-    legacy = store.quality_path("question_clusters", LEGACY_CLUSTERS)
     if full:
         return "--full"
     if embedding:
@@ -408,8 +421,8 @@ def _full_reason(
         return "nothing clustered before"
     if _marker(store).exists():
         return "an earlier pass stopped while writing"
-    if legacy.exists() and LEGACY_CLUSTERS not in state:
-        return "clusters from before per-run files"
+    if parquet_files(path_within(store.root, *LEGACY_CLUSTERS)):
+        return "clusters in the layout of an earlier version"
     if any(not same_settings(s, settings) for _, s in state.values()):
         return "other settings than the earlier pass"
     if gone or shrunk:
@@ -421,6 +434,30 @@ def _clusterable(question: str | None) -> bool:
     return bool((question or "").strip())
 
 
+def _signature_rows(
+    records: list[dict[str, Any]], norms: list[str], key_of: dict[int, list[int]], at: dt.datetime
+) -> dict[str, list[dict[str, Any]]]:
+    """question_minhash rows by run: every record, its band keys when it has words."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for k, r in enumerate(records):
+        out[r["run_id"]].append({
+            "record_id": r["record_id"], "run_id": r["run_id"],
+            "clustered": _clusterable(r["question"]),
+            "question_norm": norms[k] if r["question"] is not None else None,
+            "band_keys": key_of.get(k), "checked_at": at,
+        })  # fmt: skip
+    return out
+
+
+def _write_duplicates(store: Store, rows: pa.Table) -> None:
+    path = store.quality_path("question_duplicates", DUPLICATES)
+    if rows.num_rows:
+        rows = rows.sort_by("record_id")
+        write_parquet_atomic(path, rows.select(QUESTION_DUPLICATES.names).cast(QUESTION_DUPLICATES))
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _cluster_full(
     cfg: PipelineConfig,
     store: Store,
@@ -428,7 +465,7 @@ def _cluster_full(
     settings: dict[str, Any],
     encode: Encode | None,
 ) -> ClusterResult:
-    """Every record of the catalog, from scratch: the per-run files are all rewritten."""
+    """Every record of the catalog, from scratch: every file is written again."""
     q = cfg.quality
     norms = [normalize(r["question"]) for r in records]
     asked = [k for k, r in enumerate(records) if _clusterable(r["question"])]
@@ -446,58 +483,43 @@ def _cluster_full(
         vectors = encode([records[k]["question"] for k in asked])
         edges += semantic_edges(vectors, q.duplicate_embedding_threshold, q.duplicate_neighbours)
     clustered = cluster([records[k]["record_id"] for k in asked], edges)
-    computed_at = utcnow()
-    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for k, c in zip(asked, clustered, strict=True):
-        run = records[k]["run_id"]
-        rows[run].append({**c.__dict__, "run_id": run, "computed_at": computed_at})
-    key_of = dict(zip(live, keys.tolist(), strict=True))
-    sigs: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for k, r in enumerate(records):
-        sigs[r["run_id"]].append({
-            "record_id": r["record_id"], "run_id": r["run_id"],
-            "question_norm": norms[k] if r["question"] is not None else None,
-            "band_keys": key_of.get(k),
-        })  # fmt: skip
+    now = utcnow()
+    dups = [
+        {**c.__dict__, "run_id": records[k]["run_id"], "computed_at": now}
+        for k, c in zip(asked, clustered, strict=True)
+        if c.cluster_size > 1
+    ]
+    sigs = _signature_rows(records, norms, dict(zip(live, keys.tolist(), strict=True)), now)
     marker = _marker(store)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
-    clusters_dir = store.quality_path("question_clusters", LEGACY_CLUSTERS).parent
-    for path in parquet_files(clusters_dir):
-        if path.stem not in rows:
-            path.unlink()  # a run that left the catalog, or the one-file layout
-    for path in state_files(store.root, "question_minhash"):
+    for path in parquet_files(path_within(store.root, *LEGACY_CLUSTERS)):
+        path.unlink()
+    for path in parquet_files(_folder(store, MINHASH)):
         if path.stem not in sigs:
-            path.unlink()
-    for run, run_rows in rows.items():
-        _write(store, "question_clusters", run, run_rows)
-    for run, run_sigs in sigs.items():
-        write_rows(state_path(store.root, "question_minhash", run), "question_minhash",
-                   run_sigs, settings)  # fmt: skip
+            path.unlink()  # a run that left the catalog
+    _write_duplicates(store, pa.Table.from_pylist(dups, schema=QUESTION_DUPLICATES))
+    for run, rows in sigs.items():
+        write_rows(store.quality_path(MINHASH, run), MINHASH, rows, settings)
     marker.unlink()
     return ClusterResult(
-        len(asked),
-        0,
-        0,
-        {"minhash": n_minhash, "embedding": len(edges) - n_minhash},
-        len(asked),
-        True,
+        len(asked), 0, 0, {"minhash": n_minhash, "embedding": len(edges) - n_minhash}, len(asked)
     )
 
 
 # Old records sharing a band key with a new one: every stored key is joined with the new
-# keys (`nk`: position, band, key), only record id and Norm(question) come back.
+# keys (`nk`: position, band, key); the old record's id, run and Norm(question) come back.
 CANDIDATES_SQL = """
-SELECT DISTINCT n.i, o.record_id, o.question_norm
-FROM (SELECT record_id, question_norm, unnest(band_keys) AS key,
+SELECT DISTINCT n.i, o.record_id, o.run_id, o.question_norm
+FROM (SELECT record_id, run_id, question_norm, unnest(band_keys) AS key,
              generate_subscripts(band_keys, 1) - 1 AS band
       FROM read_parquet($files)) o
 JOIN nk n ON n.key = o.key AND n.band = o.band
 """
-# Every row of the earlier clusters that an edge touches (`touched`: record ids).
+# The rows of every cluster of two or more that holds one of `touched` (record ids).
 MEMBERS_SQL = """
-SELECT * FROM read_parquet($files)
-WHERE cluster_id IN (SELECT cluster_id FROM read_parquet($files)
+SELECT * FROM read_parquet($file)
+WHERE cluster_id IN (SELECT cluster_id FROM read_parquet($file)
                      WHERE record_id IN (SELECT record_id FROM touched))
 """
 
@@ -509,13 +531,14 @@ def _cluster_new(
     settings: dict[str, Any],
     state: dict[str, tuple[int, Any]],
 ) -> ClusterResult:
-    """The records of runs not (fully) clustered yet, added to the earlier clusters."""
+    """The records of runs not (fully) clustered yet, added to the earlier clusters: their
+    runs' question_minhash files and question_duplicates are written, nothing else."""
     q = cfg.quality
-    old_files = state_files(store.root, "question_minhash")
+    old_files = [str(p) for p in parquet_files(_folder(store, MINHASH))]
     grown = sorted({r["run_id"] for r in records if state.get(r["run_id"], (0,))[0] > 0})
     known: set[str] = set()
     for run in grown:  # a run that landed more records after it was clustered
-        path = state_path(store.root, "question_minhash", run)
+        path = store.quality_path(MINHASH, run)
         known.update(pq.read_table(path, columns=["record_id"]).column(0).to_pylist())
     records = [r for r in records if r["record_id"] not in known]
     if not records:
@@ -531,90 +554,69 @@ def _cluster_new(
         i, j = live[a], live[b]
         if (score := jaccard(sets[i], sets[j])) >= q.minhash_threshold:
             edges.append((ids[i], ids[j], "minhash", score))
-    con = duckdb.connect()
-    bands = keys.shape[1]
-    con.register("nk", pa.table({
-        "i": np.repeat(np.arange(len(live), dtype=np.int32), bands),
-        "band": np.tile(np.arange(bands, dtype=np.int64), len(live)),
-        "key": keys.reshape(-1),
-    }))  # fmt: skip
-    files = [str(p) for p in old_files]
-    cands = con.execute(CANDIDATES_SQL, {"files": files}).fetchall() if files and live else []
-    for a, old_id, old_norm in sorted(cands):
-        i = live[a]
-        score = jaccard(sets[i], frozenset(old_norm.split()))
-        if score >= q.minhash_threshold:
-            edges.append((ids[i], old_id, "minhash", score))
-    new_ids = {ids[k] for k in asked}
-    touched = sorted({e[1] for e in edges if e[1] not in new_ids})
-    old_rows: list[dict[str, Any]] = []
-    cluster_files = [
-        str(store.quality_path("question_clusters", p.stem)) for p in old_files
-    ]  # the runs clustered before, each with its file
-    cluster_files = [f for f in cluster_files if Path(f).exists()]
-    if touched and cluster_files:
-        con.register("touched", pa.table({"record_id": touched}))
-        old_rows = con.sql(MEMBERS_SQL, params={"files": cluster_files}).to_arrow_table()
-        old_rows = old_rows.to_pylist()
-    con.close()
-    run_of = {r["record_id"]: r["run_id"] for r in old_rows}
-    run_of.update((r["record_id"], r["run_id"]) for r in records)
-    merged = merge_clusters(
-        [Clustered(**{k: r[k] for k in Clustered.__dataclass_fields__}) for r in old_rows],
-        [ids[k] for k in asked],
-        edges,
-    )
-    computed_at = utcnow()
-    changed: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in merged:
-        run = run_of[c.record_id]
-        changed[run].append({**c.__dict__, "run_id": run, "computed_at": computed_at})
-    new_runs = sorted({r["run_id"] for r in records})
+    run_of = {r["record_id"]: r["run_id"] for r in records}
+    with duckdb.connect() as con:
+        bands = keys.shape[1]
+        con.register("nk", pa.table({
+            "i": np.repeat(np.arange(len(live), dtype=np.int64), bands),
+            "band": np.tile(np.arange(bands, dtype=np.int64), len(live)),
+            "key": keys.reshape(-1),
+        }))  # fmt: skip
+        cands = []
+        if old_files and live:
+            cands = con.execute(CANDIDATES_SQL, {"files": old_files}).fetchall()
+        for a, old_id, old_run, old_norm in sorted(cands):  # new with old
+            i = live[a]
+            if (score := jaccard(sets[i], frozenset(old_norm.split()))) >= q.minhash_threshold:
+                edges.append((ids[i], old_id, "minhash", score))
+                run_of[old_id] = old_run
+        touched = sorted({e[1] for e in edges} - set(ids))
+        dup_path = store.quality_path("question_duplicates", DUPLICATES)
+        members: list[dict[str, Any]] = []
+        if touched and dup_path.exists():
+            con.register("touched", pa.table({"record_id": touched}))
+            members = con.sql(MEMBERS_SQL, params={"file": str(dup_path)}).to_arrow_table()
+            members = members.to_pylist()
+    seen = {r["record_id"] for r in members}
+    old = [Clustered(**{k: r[k] for k in Clustered.__dataclass_fields__}) for r in members]
+    old += [Clustered(rid, rid, 1, None, None, None) for rid in touched if rid not in seen]
+    run_of.update((r["record_id"], r["run_id"]) for r in members)
+    merged = merge_clusters(old, [ids[k] for k in asked], edges)
+    now = utcnow()
     marker = _marker(store)
+    marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
-    for run, rows in sorted(changed.items()):
-        path = store.quality_path("question_clusters", run)
-        if path.exists():
-            mine = {r["record_id"] for r in rows}
-            rows += [r for r in pq.read_table(path).to_pylist() if r["record_id"] not in mine]
+    if edges:  # the clusters of two or more changed: their one file is rewritten
+        before = pq.read_table(dup_path) if dup_path.exists() else QUESTION_DUPLICATES.empty_table()
+        mine = pa.array([c.record_id for c in merged])
+        kept = before.filter(pc.invert(pc.is_in(before["record_id"], mine)))
+        rows = [{**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
+                for c in merged if c.cluster_size > 1]  # fmt: skip
+        new = pa.Table.from_pylist(rows, schema=QUESTION_DUPLICATES)
+        _write_duplicates(store, pa.concat_tables([kept.cast(QUESTION_DUPLICATES), new]))
+    sigs = _signature_rows(records, norms, dict(zip(live, keys.tolist(), strict=True)), now)
+    for run, rows in sorted(sigs.items()):
+        path = store.quality_path(MINHASH, run)
+        if path.exists():  # a grown run: its earlier records stay as they were
+            rows = pq.read_table(path).to_pylist() + rows
         rows.sort(key=lambda r: r["record_id"])
-        _write(store, "question_clusters", run, rows)
-    key_of = dict(zip(live, keys.tolist(), strict=True))
-    for run in new_runs:
-        path = state_path(store.root, "question_minhash", run)
-        sigs = pq.read_table(path).to_pylist() if path.exists() else []
-        sigs += [
-            {
-                "record_id": r["record_id"], "run_id": run,
-                "question_norm": norms[k] if r["question"] is not None else None,
-                "band_keys": key_of.get(k),
-            }
-            for k, r in enumerate(records) if r["run_id"] == run
-        ]  # fmt: skip
-        sigs.sort(key=lambda r: r["record_id"])
-        write_rows(path, "question_minhash", sigs, settings)
+        write_rows(path, MINHASH, rows, settings)
     marker.unlink()
     return ClusterResult(
-        0,
-        0,
-        0,
-        {"minhash": len(edges), "embedding": 0},
-        len(asked),
-        False,
-        sorted(set(changed) - set(new_runs)),
+        0, 0, 0, {"minhash": len(edges), "embedding": 0}, len(asked), False, len(old)
     )
 
 
 def _cluster_totals(store: Store) -> tuple[int, int, int]:
     """(questions, clusters of two or more, records beyond one per cluster) over the files."""
-    files = [str(p) for p in store.quality_files()["question_clusters"]]
-    if not files:
-        return 0, 0, 0
-    sql = """SELECT count(*), count(DISTINCT cluster_id) FILTER (WHERE cluster_size > 1),
-                    count(*) FILTER (WHERE cluster_size > 1 AND cluster_id <> record_id)
-             FROM read_parquet(?)"""
+    sigs = [str(p) for p in parquet_files(_folder(store, MINHASH))]
+    dup = store.quality_path("question_duplicates", DUPLICATES)
     with duckdb.connect() as con:
-        n, clusters, dups = con.execute(sql, [files]).fetchone()
+        sql = "SELECT count(*) FILTER (WHERE clustered) FROM read_parquet(?)"
+        (n,) = con.execute(sql, [sigs]).fetchone() if sigs else (0,)
+        sql = """SELECT count(DISTINCT cluster_id), count(*) FILTER (WHERE cluster_id <> record_id)
+                 FROM read_parquet(?)"""
+        clusters, dups = con.execute(sql, [str(dup)]).fetchone() if dup.exists() else (0, 0)
     return n, clusters, dups
 
 

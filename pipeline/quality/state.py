@@ -1,9 +1,9 @@
-"""What the quality checks remember between passes (issue 28): files under
-`<out>/quality/state/<table>/<name>.parquet`, outside the catalog (the refresh lists only the
-quality tables), one per benchmark (`decontamination_runs`) or per run (`question_minhash`),
-each written whole and atomically. Contracts in schemas/quality_tables.py; the settings a
-file was made with ride in its Parquet metadata (`settings`, JSON), so a pass reads a
-footer, not the data, to know whether it can build on the file.
+"""What the quality checks remember between passes (issue 28), and the helpers their
+per-run files share: state files live under `<out>/quality/state/<table>/<name>.parquet`,
+outside the catalog (the refresh lists only the quality tables); a catalog table's file or a
+state file may carry the settings it was made with in its Parquet metadata (`settings`,
+JSON), so a pass reads a footer, not the data, to know whether it can build on the file.
+Contracts in schemas/quality_tables.py.
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ def state_path(root: Path, table: str, name: str) -> Path:
 def parquet_files(folder: Path) -> list[Path]:
     """The committed Parquet files of a folder (not the dot-named leftovers of a killed write)."""
     return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
-
-
-def state_files(root: Path, table: str) -> list[Path]:
-    return parquet_files(root / "quality" / STATE_DIR / table)
 
 
 def write_rows(
@@ -88,7 +84,6 @@ __all__ = [
     "parquet_files",
     "quality_lock",
     "same_settings",
-    "state_files",
     "state_path",
     "write_rows",
 ]
