@@ -84,6 +84,7 @@ def _tables(root) -> dict[str, list[tuple]]:
 def _full_recheck(cfg, store: Store, bench, tmp_path) -> dict[str, list[tuple]]:
     """The tables a full recheck of the same catalog writes (into a fresh quality folder)."""
     fresh = Store(tmp_path / "fresh", store.catalog_path)
+    assert not (fresh.root / "quality").exists()
     assert cluster_catalog(cfg, fresh).full
     assert decontaminate_catalog(cfg, fresh, [bench])[0].full
     return _tables(fresh.root)
@@ -190,6 +191,38 @@ def test_a_run_that_lands_more_records_is_checked_for_those(history, tmp_path):
     assert not clusters.full and clusters.checked == len(more)
     assert not checked.full and checked.runs_checked == ["n2"] and checked.records_checked == 5
     assert _tables(store.root) == _full_recheck(cfg, store, bench, tmp_path)
+
+
+def test_a_run_that_leaves_the_catalog_is_taken_out_of_clusters_and_checks(history, tmp_path):
+    """Retention moves a whole run out of the store (runs/<id>/ renamed away, then a
+    refresh): the next pass takes its records out of their clusters (b7 leaves b3's, d2's
+    cluster is gone) without reclustering the rest, and out of the benchmark checks."""
+    cfg, store, bench = history
+    (store.root / "runs" / "n2").rename(tmp_path / "pruned-n2")
+    store.refresh_catalog()
+    clusters = cluster_catalog(cfg, store)
+    [checked] = decontaminate_catalog(cfg, store, [bench])
+    assert not clusters.full and clusters.checked == 0 and clusters.changed == 2  # b3, b7
+    assert (clusters.records, clusters.clusters) == (3, 0)
+    assert not checked.full and checked.records_checked == 0
+    assert _tables(store.root) == _full_recheck(cfg, store, bench, tmp_path / "a")
+    assert not (store.root / "quality" / "question_minhash" / "n2.parquet").exists()
+
+    _land(store, "n3", _rows("n3", NIGHT))  # b9 joins b3 again; x1 has no d2 to join
+    store.refresh_catalog()
+    clusters = cluster_catalog(cfg, store)
+    [checked] = decontaminate_catalog(cfg, store, [bench])
+    assert not clusters.full and not checked.full and checked.runs_checked == ["n3"]
+    assert _tables(store.root) == _full_recheck(cfg, store, bench, tmp_path / "b")
+    catalog = store.refresh_catalog()
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        dup = con.execute(
+            "SELECT cluster_id, list(record_id ORDER BY record_id) FROM near_duplicates "
+            "GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        assert dup == [("b3", ["b3", "b9"]), ("m1", ["m1", "m5"])]
+        cov = con.execute("SELECT records_checked, run_ids FROM benchmark_checks").fetchall()
+        assert cov == [(8, ["n1", "n3"])]
 
 
 def test_a_changed_benchmark_file_or_setting_rechecks_every_run(history, tmp_path):

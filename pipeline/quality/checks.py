@@ -392,7 +392,8 @@ def cluster_catalog(
             res = _cluster_full(cfg, store, records, settings, encode if embedding else None)
             res.reason = reason
         else:
-            res = _cluster_new(cfg, store, records, settings, state)
+            gone = sorted(set(state) - set(counts))
+            res = _cluster_new(cfg, store, records, settings, state, gone)
         res.records, res.clusters, res.duplicates = _cluster_totals(store)
     return res
 
@@ -410,8 +411,8 @@ def _full_reason(
     full: bool,
     embedding: bool,
 ) -> str:
-    """Why this pass must recompute everything ('' when the new runs can be added)."""
-    gone = sorted(set(state) - set(counts))
+    """Why this pass must recompute everything ('' when the new runs can be added and the
+    runs that left the catalog taken out)."""
     shrunk = sorted(r for r, (n, _) in state.items() if r in counts and n > counts[r])
     if full:
         return "--full"
@@ -425,8 +426,8 @@ def _full_reason(
         return "clusters in the layout of an earlier version"
     if any(not same_settings(s, settings) for _, s in state.values()):
         return "other settings than the earlier pass"
-    if gone or shrunk:
-        return f"run(s) {', '.join((gone + shrunk)[:3])} lost records since"
+    if shrunk:
+        return f"run(s) {', '.join(shrunk[:3])} lost records since"
     return ""
 
 
@@ -516,12 +517,60 @@ FROM (SELECT record_id, run_id, question_norm, unnest(band_keys) AS key,
       FROM read_parquet($files)) o
 JOIN nk n ON n.key = o.key AND n.band = o.band
 """
-# The rows of every cluster of two or more that holds one of `touched` (record ids).
-MEMBERS_SQL = """
-SELECT * FROM read_parquet($file)
-WHERE cluster_id IN (SELECT cluster_id FROM read_parquet($file)
-                     WHERE record_id IN (SELECT record_id FROM touched))
+# What the band keys and Jaccard of some stored records need (`wanted`: record ids).
+SIGNATURES_SQL = """
+SELECT record_id, question_norm, band_keys FROM read_parquet($files)
+WHERE record_id IN (SELECT record_id FROM wanted) ORDER BY record_id
 """
+
+
+def _isin(table: pa.Table, column: str, values: Any) -> pa.Array:
+    return pc.is_in(table[column], pa.array(sorted(values), pa.string()))
+
+
+def _keys_edges(
+    ids: list[str], norms: list[str], keys: np.ndarray, threshold: float
+) -> list[tuple[str, str, str, float]]:
+    """Edges among records given their band keys (rows of `keys`) and Norm(question)s."""
+    sets = [frozenset(n.split()) for n in norms]
+    return [
+        (ids[a], ids[b], "minhash", score)
+        for a, b in sorted(shared_key_pairs(keys))
+        if (score := jaccard(sets[a], sets[b])) >= threshold
+    ]
+
+
+def _drop_runs(
+    con: duckdb.DuckDBPyConnection,
+    dup: pa.Table,
+    removed: set[str],
+    files: list[str],
+    threshold: float,
+) -> tuple[pa.Table, int]:
+    """question_duplicates once `removed` records (runs that left the catalog: retention) are
+    gone: each cluster that held one is reclustered from its other members' stored keys
+    (its edges all run inside it). Returns the table and how many rows changed."""
+    lost = set(dup.filter(_isin(dup, "record_id", removed))["cluster_id"].to_pylist())
+    if not lost:
+        return dup, 0
+    hit = _isin(dup, "cluster_id", lost)
+    affected = dup.filter(hit).to_pylist()
+    run_of = {r["record_id"]: r["run_id"] for r in affected}
+    con.register("wanted", pa.table({"record_id": sorted(set(run_of) - removed)}))
+    rows = con.sql(SIGNATURES_SQL, params={"files": files}).to_arrow_table().to_pylist()
+    ids = [r["record_id"] for r in rows]
+    keys = np.array([r["band_keys"] for r in rows], np.int64).reshape(len(rows), -1)
+    edges = _keys_edges(ids, [r["question_norm"] for r in rows], keys, threshold)
+    at = {rid: k for k, rid in enumerate(ids)}
+    now = utcnow()
+    kept = [
+        {**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
+        for c in cluster(ids, [Edge(at[a], at[b], m, x) for a, b, m, x in edges])
+        if c.cluster_size > 1
+    ]
+    rest = dup.filter(pc.invert(hit)).cast(QUESTION_DUPLICATES)
+    reclustered = pa.Table.from_pylist(kept, schema=QUESTION_DUPLICATES)
+    return pa.concat_tables([rest, reclustered]), len(affected)
 
 
 def _cluster_new(
@@ -530,32 +579,43 @@ def _cluster_new(
     records: list[dict[str, Any]],
     settings: dict[str, Any],
     state: dict[str, tuple[int, Any]],
+    gone: list[str],
 ) -> ClusterResult:
-    """The records of runs not (fully) clustered yet, added to the earlier clusters: their
-    runs' question_minhash files and question_duplicates are written, nothing else."""
+    """The records of runs not (fully) clustered yet added to the earlier clusters, and the
+    records of runs that left the catalog taken out of them: the new runs' question_minhash
+    files and question_duplicates are written, the gone runs' files removed, nothing else."""
     q = cfg.quality
-    old_files = [str(p) for p in parquet_files(_folder(store, MINHASH))]
+    gone_paths = [store.quality_path(MINHASH, run) for run in gone]
+    old_files = [str(p) for p in parquet_files(_folder(store, MINHASH)) if p.stem not in gone]
     grown = sorted({r["run_id"] for r in records if state.get(r["run_id"], (0,))[0] > 0})
     known: set[str] = set()
     for run in grown:  # a run that landed more records after it was clustered
         path = store.quality_path(MINHASH, run)
         known.update(pq.read_table(path, columns=["record_id"]).column(0).to_pylist())
     records = [r for r in records if r["record_id"] not in known]
-    if not records:
+    if not records and not gone:
         return ClusterResult(0, 0, 0, {"minhash": 0, "embedding": 0}, 0, False)
+    dup_path = store.quality_path("question_duplicates", DUPLICATES)
+    dup = pq.read_table(dup_path) if dup_path.exists() else QUESTION_DUPLICATES.empty_table()
+    dup = dup.cast(QUESTION_DUPLICATES)
     norms = [normalize(r["question"]) for r in records]
     ids = [r["record_id"] for r in records]
     asked = [k for k, r in enumerate(records) if _clusterable(r["question"])]
     live = [k for k in asked if norms[k]]
-    sets = {k: frozenset(norms[k].split()) for k in live}
-    keys = band_keys([sets[k] for k in live], q.minhash_threshold, q.minhash_num_perm)
-    edges: list[tuple[str, str, str, float]] = []
-    for a, b in sorted(shared_key_pairs(keys)):  # new with new
-        i, j = live[a], live[b]
-        if (score := jaccard(sets[i], sets[j])) >= q.minhash_threshold:
-            edges.append((ids[i], ids[j], "minhash", score))
+    keys = band_keys(
+        [frozenset(norms[k].split()) for k in live], q.minhash_threshold, q.minhash_num_perm
+    )
+    new_ids = [ids[k] for k in live]  # new with new
+    edges = _keys_edges(new_ids, [norms[k] for k in live], keys, q.minhash_threshold)
     run_of = {r["record_id"]: r["run_id"] for r in records}
+    changed = 0
     with duckdb.connect() as con:
+        if gone:
+            removed = {
+                rid for p in gone_paths
+                for rid in pq.read_table(p, columns=["record_id"]).column(0).to_pylist()
+            }  # fmt: skip
+            dup, changed = _drop_runs(con, dup, removed, old_files, q.minhash_threshold)
         bands = keys.shape[1]
         con.register("nk", pa.table({
             "i": np.repeat(np.arange(len(live), dtype=np.int64), bands),
@@ -565,35 +625,30 @@ def _cluster_new(
         cands = []
         if old_files and live:
             cands = con.execute(CANDIDATES_SQL, {"files": old_files}).fetchall()
-        for a, old_id, old_run, old_norm in sorted(cands):  # new with old
-            i = live[a]
-            if (score := jaccard(sets[i], frozenset(old_norm.split()))) >= q.minhash_threshold:
-                edges.append((ids[i], old_id, "minhash", score))
-                run_of[old_id] = old_run
-        touched = sorted({e[1] for e in edges} - set(ids))
-        dup_path = store.quality_path("question_duplicates", DUPLICATES)
-        members: list[dict[str, Any]] = []
-        if touched and dup_path.exists():
-            con.register("touched", pa.table({"record_id": touched}))
-            members = con.sql(MEMBERS_SQL, params={"file": str(dup_path)}).to_arrow_table()
-            members = members.to_pylist()
+    for a, old_id, old_run, old_norm in sorted(cands):  # new with old
+        i = live[a]
+        score = jaccard(frozenset(norms[i].split()), frozenset(old_norm.split()))
+        if score >= q.minhash_threshold:
+            edges.append((ids[i], old_id, "minhash", score))
+            run_of[old_id] = old_run
+    touched = set(e[1] for e in edges) - set(ids)
+    names = set(dup.filter(_isin(dup, "record_id", touched))["cluster_id"].to_pylist())
+    members = dup.filter(_isin(dup, "cluster_id", names)).to_pylist()
     seen = {r["record_id"] for r in members}
     old = [Clustered(**{k: r[k] for k in Clustered.__dataclass_fields__}) for r in members]
-    old += [Clustered(rid, rid, 1, None, None, None) for rid in touched if rid not in seen]
+    old += [Clustered(rid, rid, 1, None, None, None) for rid in sorted(touched - seen)]
     run_of.update((r["record_id"], r["run_id"]) for r in members)
     merged = merge_clusters(old, [ids[k] for k in asked], edges)
     now = utcnow()
     marker = _marker(store)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
-    if edges:  # the clusters of two or more changed: their one file is rewritten
-        before = pq.read_table(dup_path) if dup_path.exists() else QUESTION_DUPLICATES.empty_table()
-        mine = pa.array([c.record_id for c in merged])
-        kept = before.filter(pc.invert(pc.is_in(before["record_id"], mine)))
+    if edges or changed:  # the clusters of two or more changed: their one file is rewritten
+        kept = dup.filter(pc.invert(_isin(dup, "record_id", [c.record_id for c in merged])))
         rows = [{**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
                 for c in merged if c.cluster_size > 1]  # fmt: skip
         new = pa.Table.from_pylist(rows, schema=QUESTION_DUPLICATES)
-        _write_duplicates(store, pa.concat_tables([kept.cast(QUESTION_DUPLICATES), new]))
+        _write_duplicates(store, pa.concat_tables([kept, new]))
     sigs = _signature_rows(records, norms, dict(zip(live, keys.tolist(), strict=True)), now)
     for run, rows in sorted(sigs.items()):
         path = store.quality_path(MINHASH, run)
@@ -601,9 +656,11 @@ def _cluster_new(
             rows = pq.read_table(path).to_pylist() + rows
         rows.sort(key=lambda r: r["record_id"])
         write_rows(path, MINHASH, rows, settings)
+    for path in gone_paths:
+        path.unlink()
     marker.unlink()
     return ClusterResult(
-        0, 0, 0, {"minhash": len(edges), "embedding": 0}, len(asked), False, len(old)
+        0, 0, 0, {"minhash": len(edges), "embedding": 0}, len(asked), False, changed + len(old)
     )
 
 
