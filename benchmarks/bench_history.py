@@ -13,9 +13,18 @@ in a fresh subprocess (`--op`), timed inside it, its peak memory its own VmHWM:
   audit:X   each named audit, whole history and one run
   export    the default export (jsonl) of one run and of all runs
   near-dup  `curriculum quality near-duplicates` without its catalog refresh, lexical
-            (MinHash) only: quality.embedding=false, no model is loaded
-  decontam  `curriculum quality decontaminate` against an NQ file, lexical only, no refresh
+            (MinHash) only: quality.embedding=false, no model is loaded; one new night: the
+            N nights already clustered, night N landed (both untimed, in a process of their
+            own, once per size on a hard-linked scratch copy), then night N's check timed
+  decontam  `curriculum quality decontaminate` against an NQ file, lexical only, no refresh;
+            one new night, like near-dup (the same prepared copy)
+  near-dup:full, decontam:full
+            the same checks over all N nights from nothing (a fresh quality folder): what
+            every night cost before the checks kept their state (issue 28)
   open      connect_readonly (an auditor's first open), then one count(*) over curriculum
+
+With --verify, each size's one-night results are compared with a full recheck of the N+1
+nights (every quality table's rows but their timestamps; untimed).
 
 An operation projected (linearly in nights, from the smaller sizes) past --skip-over seconds
 is skipped. Prints seconds and peak MB by operation and size, the ratio at the largest size to
@@ -185,6 +194,58 @@ def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
             "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
 
 
+def lexical() -> Any:
+    from cli.common import config_or_fail
+
+    return config_or_fail("configs/embedded.yaml", ["quality.embedding=false"])
+
+
+def quality_prep(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
+    """On a scratch copy of the N-night store: both checks over the N nights (full), then
+    night N landed as landing does it (commit, compaction, refresh, sweep; with --uncompacted
+    commit and refresh), so that the next check has one new night."""
+    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+    from pipeline.store.compaction import compact_finished, sweep
+
+    store, cfg, t = Store(root, root / "curriculum.duckdb"), lexical(), time.perf_counter()
+    cluster_catalog(cfg, store)
+    decontaminate_catalog(cfg, store, [NQ])
+    t1 = time.perf_counter()
+    c = Corpus(np.random.default_rng(a.seed), a.passages)
+    write_night(store, c, n, a.records_per_night, a.shard_size, a.seed)
+    if not a.uncompacted:
+        compact_finished(store)
+    store.refresh_catalog(artifacts(root))
+    if not a.uncompacted:
+        sweep(store)
+    return {"quality-prep: checks": t1 - t, "quality-prep: land": time.perf_counter() - t1}
+
+
+def table_rows(root: Path, table: str, drop: str) -> list[tuple]:
+    """Every row of a quality table's files but column `drop`, in one order."""
+    files = [str(p) for p in sorted((root / "quality" / table).glob("*.parquet"))]
+    sql = f"SELECT * EXCLUDE ({drop}) FROM read_parquet(?) ORDER BY ALL"
+    return duckdb.sql(sql, params=[files]).fetchall() if files else []
+
+
+def quality_verify(root: Path, scratch: Path) -> dict[str, float]:
+    """The prepared copy's tables (history checked, then one night) against a full recheck of
+    the same N+1 nights into `scratch`: raises on any difference but the timestamps."""
+    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+
+    t, cfg, fresh = time.perf_counter(), lexical(), Store(scratch, root / "curriculum.duckdb")
+    cluster_catalog(cfg, fresh)
+    decontaminate_catalog(cfg, fresh, [NQ])
+    drop = {"question_minhash": "checked_at", "question_duplicates": "computed_at",
+            "benchmark_matches": "checked_at", "benchmark_checks": "checked_at"}  # fmt: skip
+    for table, ts in drop.items():
+        got, want = (table_rows(r, table, ts) for r in (root, scratch))
+        if got != want:
+            raise SystemExit(f"{table}: one night's check differs from a full recheck")
+        print(f"{table}: {len(got)} rows, identical to a full recheck", file=sys.stderr)
+    return {"quality-verify": time.perf_counter() - t}
+
+
 def run_op(op: str, root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
     """Time one operation against the N-night store at `root`; seconds by row name."""
     from pipeline.catalog.audit import run_audit
@@ -207,17 +268,33 @@ def run_op(op: str, root: Path, n: int, a: argparse.Namespace) -> dict[str, floa
         elif op.startswith("export"):
             runs = [one] if op.endswith("run") else []
             export_curriculum(cat, scratch / "export", formats=["jsonl"], run_ids=runs)
-        elif op in ("near-dup", "decontam"):
-            from cli.common import config_or_fail
+        elif op in ("near-dup:full", "decontam:full"):
             from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
 
-            cfg = config_or_fail("configs/embedded.yaml", ["quality.embedding=false"])
-            store = Store(scratch, cat)  # reads the catalog, writes its table to scratch
+            cfg, store = lexical(), Store(scratch, cat)  # the history's catalog, fresh tables
+            t = time.perf_counter()
+            if op == "near-dup:full":
+                res = cluster_catalog(cfg, store)
+            else:
+                [res] = decontaminate_catalog(cfg, store, [NQ])
+            assert res.full
+            return {op: time.perf_counter() - t}
+        elif op in ("near-dup", "decontam"):  # `root` is the prepared copy (quality-prep)
+            from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+
+            cfg, store = lexical(), Store(root, cat)
             t = time.perf_counter()
             if op == "near-dup":
-                cluster_catalog(cfg, store)
+                res = cluster_catalog(cfg, store)
             else:
-                decontaminate_catalog(cfg, store, [NQ])
+                [res] = decontaminate_catalog(cfg, store, [NQ])
+            took = time.perf_counter() - t
+            assert not res.full, f"{op} rechecked everything: {getattr(res, 'reason', '')}"
+            return {op: took}
+        elif op == "quality-prep":
+            return quality_prep(root, n, a)
+        elif op == "quality-verify":
+            return quality_verify(root, scratch)
         elif op == "open":
             con = connect_readonly(cat)
             opened = time.perf_counter() - t
@@ -236,7 +313,10 @@ def ops() -> list[str]:
 
     audits = [f"audit:{x}:{s}" for x in AUDITS for s in ("all", "run")]
     return ["land", "open", "funnel:all", "funnel:run", *audits, "export:run", "export:all",
-            "near-dup", "decontam"]  # fmt: skip
+            "near-dup", "decontam", "near-dup:full", "decontam:full"]  # fmt: skip
+
+
+QUALITY_OPS = ("near-dup", "decontam")  # run on the copy quality-prep made
 
 
 def spawn(op: str, root: Path, n: int, a: argparse.Namespace, limit: float) -> dict[str, Any]:
@@ -244,6 +324,7 @@ def spawn(op: str, root: Path, n: int, a: argparse.Namespace, limit: float) -> d
     cmd = [sys.executable, __file__, "--op", op, "--root", str(root), "--n", str(n)]
     cmd += ["--records-per-night", str(a.records_per_night), "--shard-size", str(a.shard_size)]
     cmd += ["--seed", str(a.seed), "--passages", str(a.passages)]
+    cmd += ["--uncompacted"] if a.uncompacted else []
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -291,6 +372,7 @@ def main() -> None:
         action="store_true",
         help="measure the stores as written, not compacted (the layout before issue 28)",
     )
+    ap.add_argument("--verify", action="store_true", help="one night's checks = a full recheck")
     ap.add_argument("--op", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -310,6 +392,15 @@ def main() -> None:
         if not a.uncompacted:  # what landing leaves since issue 28: every run compacted
             root, built[n]["compact_s"] = compacted(root)
         print(f"\n{n} nights:", flush=True)
+        prepared = root.parent / f"{n}-quality"  # the history checked, then night N landed
+        shutil.rmtree(prepared, ignore_errors=True)
+        if any(op in QUALITY_OPS for op in chosen):
+            linked_copy(root, prepared)
+            got = spawn("quality-prep", prepared, n, a, 3600)
+            for row, s in got.get("rows", {}).items():
+                print(f"  {row:<24} {s:8.2f} s (untimed prep)", flush=True)
+            if "error" in got:
+                raise SystemExit(f"quality-prep: {got['error']}")
         for op in chosen:
             rows = [r for r in res if r == op or r.startswith(op.split(":")[0] + ": ")]
             past = {k: v[0] for r in rows[-1:] for k, v in res[r].items()}
@@ -320,7 +411,7 @@ def main() -> None:
                 notes.setdefault(op, {})[n] = f"skipped (>{a.skip_over:.0f} s: {p:.0f} s projected)"
                 print(f"  {op:<24} {notes[op][n]}", flush=True)
                 continue
-            target = root
+            target = prepared if op in QUALITY_OPS else root
             if op == "land":  # a hard-linked scratch copy takes the new night
                 target = root.parent / f"{n}-land"
                 linked_copy(root, target)
@@ -336,6 +427,10 @@ def main() -> None:
             for row, s in got["rows"].items():
                 res.setdefault(row, {})[n] = (s, got["peak_mb"])
                 print(f"  {row:<24} {s:8.2f} s {got['peak_mb']:8.0f} MB", flush=True)
+        if a.verify and prepared.exists():
+            got = spawn("quality-verify", prepared, n, a, 3600)
+            print(f"  quality-verify: {got.get('error') or 'identical to a full recheck'}")
+        shutil.rmtree(prepared, ignore_errors=True)
     load1 = os.getloadavg()
 
     big, small = sizes[-1], sizes[0]

@@ -1,8 +1,10 @@
 """`curriculum quality ...`: quality gates over the landed catalog (issue 17).
 
-`decontaminate` checks every record against benchmark files; `near-duplicates` clusters the
-catalog's questions. Both write committed tables under `<out>/quality/`, refresh the catalog
-and print what they found. Registered in cli/main.py with `app.add_typer(quality_app, ...)`.
+`decontaminate` checks the records against benchmark files; `near-duplicates` clusters the
+catalog's questions. Both check only the runs they have not checked before (with the same
+benchmark file and settings), `--full` everything again; both write committed tables under
+`<out>/quality/`, refresh the catalog and print what they found. Registered in cli/main.py
+with `app.add_typer(quality_app, ...)`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ NoEmbeddingOpt = Annotated[
     ),
 ]
 ShowOpt = Annotated[int, typer.Option("--show", min=0, help="Flagged records printed.")]
+FullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="Recheck every record of the catalog, not only the runs no earlier check covered.",
+    ),
+]
 _HINT = "run `curriculum nightly` (same --profile/--set) first, then rerun this command"
 
 
@@ -61,10 +70,12 @@ def decontaminate_command(
     ] = None,
     no_embedding: NoEmbeddingOpt = False,
     show: ShowOpt = 20,
+    full: FullOpt = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
-    """Check every landed record against benchmark files; flagged records leave exports."""
+    """Check the landed records against benchmark files; flagged records leave exports.
+    Runs already checked against the same file with the same settings are not read again."""
     from pipeline.quality.checks import decontaminate_catalog
     from pipeline.stages import refresh_catalog
 
@@ -77,7 +88,7 @@ def decontaminate_command(
         )
     with stage_errors(_HINT):
         encode, model = _encoder(cfg)
-        results = decontaminate_catalog(cfg, store, paths, encode, model)
+        results = decontaminate_catalog(cfg, store, paths, encode, model, full=full)
         catalog = refresh_catalog(cfg, store)
     q = cfg.quality
     typer.echo(
@@ -87,9 +98,12 @@ def decontaminate_command(
     for res in results:
         b = res.benchmark
         methods = ", ".join(f"{k} {v}" for k, v in res.by_method.items() if v)
+        runs = len(res.runs_checked)
         typer.echo(
-            f"{display_text(b.name)}: {len(b.items)} items; "
-            f"{len(res.flagged)} contaminated record(s)" + (f" ({methods})" if methods else "")
+            f"{display_text(b.name)}: {len(b.items)} items; {res.records_flagged} "
+            f"contaminated record(s); this check: {res.records_checked} record(s) of {runs} "
+            f"run(s){' (all)' if res.full else ' (not checked before)'}, {len(res.flagged)} "
+            "flagged" + (f" ({methods})" if methods else "")
         )
         for m in sorted(res.matches, key=lambda m: (m.record_id, -m.score))[:show]:
             typer.echo(
@@ -106,23 +120,27 @@ def decontaminate_command(
 @quality_app.command("near-duplicates")
 def near_duplicates_command(
     no_embedding: NoEmbeddingOpt = False,
+    full: FullOpt = False,
     profile: ProfileOpt = "configs/embedded.yaml",
     overrides: SetOpt = None,
 ) -> None:
-    """Cluster near-duplicate questions of the whole catalog (MinHash LSH + embedding)."""
+    """Cluster near-duplicate questions of the whole catalog (MinHash LSH + embedding). With
+    MinHash alone, the questions of runs clustered before are not read again: a new run's
+    are looked up against them. The embedding method reclusters everything."""
     from pipeline.quality.checks import cluster_catalog
     from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)
     with stage_errors(_HINT):
         encode, model = _encoder(cfg)
-        res = cluster_catalog(cfg, store, encode)
+        res = cluster_catalog(cfg, store, encode, full=full)
         catalog = refresh_catalog(cfg, store)
     q = cfg.quality
+    new = "" if res.full else " new"
     typer.echo(
         f"{res.records} questions: {res.clusters} near-duplicate cluster(s), {res.duplicates} "
         f"record(s) beyond one per cluster (MinHash Jaccard >= {q.minhash_threshold}: "
-        f"{res.edges['minhash']} pair(s)"
+        f"{res.edges['minhash']}{new} pair(s)"
         + (
             f"; cosine >= {q.duplicate_embedding_threshold} ({model}): "
             f"{res.edges['embedding']} pair(s))"
@@ -130,6 +148,13 @@ def near_duplicates_command(
             else ")"
         )
     )
+    if res.full:
+        typer.echo(f"  clustered all {res.checked} question(s) ({res.reason})")
+    else:
+        typer.echo(
+            f"  added {res.checked} question(s) of runs not clustered before; "
+            f"{res.changed} earlier question(s) had their cluster grow or merge"
+        )
     typer.echo(f"catalog: {catalog}")
     typer.echo('  query it: curriculum sql "SELECT * FROM near_duplicates"')
     typer.echo("  `curriculum export` keeps the highest-V record of each cluster")

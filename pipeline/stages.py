@@ -184,9 +184,11 @@ def land_stage(
 def quality_stage(
     ctx: RunContext, index: IndexArtifacts, subgraphs: kg.ExtractResult | None
 ) -> RunSummary | None:
-    """With `quality.nightly`: check the whole catalog against `quality.benchmarks`, recluster
-    near-duplicate questions, and refresh the catalog so the report and exports see them (the
-    checks of `curriculum quality ...`). None when the step is off."""
+    """With `quality.nightly`: check the catalog against `quality.benchmarks` and cluster
+    near-duplicate questions, then refresh the catalog so the report and exports see them (the
+    checks of `curriculum quality ...`): only the runs the checks have not seen (this night's)
+    are read and compared, the earlier ones stay as they were checked (the embedding method of
+    near-duplicates reclusters everything). None when the step is off."""
     cfg = ctx.cfg
     if not cfg.quality.nightly:
         return None

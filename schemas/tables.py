@@ -27,8 +27,11 @@ from schemas.fields import DOCS, KG_PATH, SCHEMA_VERSION, TS, contract, f
 from schemas.quality_tables import (
     BENCHMARK_CHECKS,
     BENCHMARK_MATCHES,
+    DECONTAMINATION_RUNS,
     QUALITY_TABLES,
     QUESTION_CLUSTERS,
+    QUESTION_DUPLICATES,
+    QUESTION_MINHASH,
 )
 from schemas.review_tables import REVIEW_REASONS, REVIEW_VERDICTS, REVIEWS
 
@@ -528,6 +531,9 @@ TABLES: dict[str, pa.Schema] = {
         BENCHMARK_MATCHES,
         BENCHMARK_CHECKS,
         QUESTION_CLUSTERS,
+        QUESTION_DUPLICATES,
+        QUESTION_MINHASH,
+        DECONTAMINATION_RUNS,
         REVIEWS,
     )
 }
@@ -551,6 +557,7 @@ __all__ = [
     "CLUSTERS",
     "CONTROL_SCORES",
     "CURRICULUM",
+    "DECONTAMINATION_RUNS",
     "EDGES",
     "EMBEDDINGS_MANIFEST",
     "ENTITIES",
@@ -561,6 +568,8 @@ __all__ = [
     "PROPOSER_ROLLOUTS",
     "QUALITY_TABLES",
     "QUESTION_CLUSTERS",
+    "QUESTION_DUPLICATES",
+    "QUESTION_MINHASH",
     "RECORD_FACTS",
     "REJECTS",
     "REVIEWS",

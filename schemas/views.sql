@@ -50,6 +50,23 @@ FROM benchmark_matches m
 JOIN curriculum c ON c.record_id = m.record_id
 GROUP BY m.record_id;
 
+-- Every checked question's near-duplicate cluster (`curriculum quality near-duplicates`): the
+-- records question_minhash lists (clustered: they have a question), with their
+-- question_duplicates row when their cluster has two or more; any other is its own cluster.
+CREATE OR REPLACE VIEW question_clusters AS
+SELECT
+    m.record_id,
+    m.run_id,
+    coalesce(d.cluster_id, m.record_id) AS cluster_id,
+    coalesce(d.cluster_size, 1)::INTEGER AS cluster_size,
+    d.nearest_record_id,
+    d.method,
+    d.score,
+    coalesce(d.computed_at, m.checked_at) AS computed_at
+FROM question_minhash m
+LEFT JOIN question_duplicates d ON d.record_id = m.record_id
+WHERE m.clustered;
+
 -- Near-duplicate clusters of two or more questions; `best_in_cluster` is the record an export
 -- of the whole catalog keeps (highest V, then smallest record_id).
 CREATE OR REPLACE VIEW near_duplicates AS

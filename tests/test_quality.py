@@ -314,7 +314,9 @@ def gated(tmp_path, bench_file, encode):
 def test_gates_are_committed_tables_that_the_views_read(gated):
     _, store, catalog, results, clusters = gated
     assert set(results[0].flagged) == set(FLAGGED)
-    assert (store.root / "quality" / "benchmark_matches" / "nq_plus_copies.parquet").exists()
+    # one file per run (every benchmark's matches of it), one summary row per benchmark
+    assert (store.root / "quality" / "benchmark_matches" / "run-a.parquet").exists()
+    assert (store.root / "quality" / "benchmark_checks" / "nq_plus_copies.parquet").exists()
     assert clusters.clusters == 1 and clusters.duplicates == 1
     with duckdb.connect(str(catalog), read_only=True) as con:
         flagged = dict(con.execute("SELECT record_id, methods FROM contamination").fetchall())

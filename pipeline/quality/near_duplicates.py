@@ -2,16 +2,20 @@
 
 Two kinds of edge between records, then connected components:
 
-- lexical: MinHash LSH (datasketch) over the word set of Norm(question), so questions that
-  differ only by word order, case or punctuation have Jaccard 1. LSH only proposes candidates;
-  an edge is kept when the true Jaccard of the two word sets reaches the threshold, so LSH's
-  false positives never merge clusters (its misses are measured in
+- lexical: MinHash LSH over the word set of Norm(question), so questions that differ only by
+  word order, case or punctuation have Jaccard 1: datasketch's MinHash and its choice of
+  bands, each band's bucket kept as a 64-bit key (`band_keys`), so a record's keys can be
+  stored once and a later night's questions looked up against them. LSH only proposes
+  candidates; an edge is kept when the true Jaccard of the two word sets reaches the
+  threshold, so LSH's false positives never merge clusters (its misses are measured in
   benchmarks/bench_quality.py against brute force).
 - semantic: cosine of the run's embedder between questions, exact nearest neighbours (FAISS
   flat inner product), at or above a stricter threshold.
 
 A cluster is named by its smallest record_id, which stays the same when the catalog grows
-unless a smaller id joins it. Pure functions over questions and vectors.
+unless a smaller id joins it. `merge_clusters` adds new records and their edges to clusters
+computed before, with the result `cluster` gives over everything. Pure functions over
+questions and vectors.
 """
 
 from __future__ import annotations
@@ -45,26 +49,81 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
+def lsh_shape(threshold: float, num_perm: int) -> tuple[int, int]:
+    """(bands, rows per band): datasketch's MinHashLSH choice for the threshold (its
+    false-positive / false-negative optimum), 9 bands of 13 at 0.8 and 128 permutations."""
+    from datasketch import MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    return lsh.b, lsh.r
+
+
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, a bijection of 64-bit words (arithmetic wraps)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _MIX1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def band_keys(sets: Sequence[frozenset[str]], threshold: float, num_perm: int) -> np.ndarray:
+    """The LSH bucket of each (non-empty) word set in each band, as an int64 key: (n, bands).
+
+    The MinHash is datasketch's (seed MINHASH_SEED); each band's `rows` hash values are
+    hashed to 64 bits together with the band's number, so two sets share a key exactly when
+    MinHashLSH would put them in the same bucket of that band (up to 64-bit collisions, which
+    only add candidates: an edge still needs the true Jaccard). Keys are plain integers, so
+    they are stored per run and joined in DuckDB instead of rebuilding an LSH index."""
+    from datasketch import MinHash
+
+    bands, rows = lsh_shape(threshold, num_perm)
+    if not sets:
+        return np.empty((0, bands), np.int64)
+    hashes = MinHash.bulk(
+        ([w.encode("utf-8") for w in s] for s in sets), num_perm=num_perm, seed=MINHASH_SEED
+    )
+    values = np.stack([m.hashvalues for m in hashes]).astype(np.uint64)
+    keys = np.empty((len(sets), bands), np.uint64)
+    with np.errstate(over="ignore"):
+        for band in range(bands):
+            h = _mix(np.full(len(sets), band + 1, np.uint64))
+            for col in range(band * rows, (band + 1) * rows):
+                h = _mix(h ^ values[:, col])
+            keys[:, band] = h
+    return keys.view(np.int64)
+
+
+def shared_key_pairs(keys: np.ndarray) -> set[tuple[int, int]]:
+    """Row pairs (i < j) that share a key in at least one band: the LSH candidates."""
+    pairs: set[tuple[int, int]] = set()
+    for band in range(keys.shape[1]):
+        col = keys[:, band]
+        order = np.argsort(col, kind="stable")
+        ordered = col[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        sizes = np.diff(np.r_[starts, len(col)])
+        for start, size in zip(starts[sizes > 1].tolist(), sizes[sizes > 1].tolist(), strict=True):
+            group = sorted(order[start : start + size].tolist())
+            pairs.update((a, b) for k, a in enumerate(group) for b in group[k + 1 :])
+    return pairs
+
+
 def minhash_edges(
     questions: Sequence[str | None], threshold: float, num_perm: int = 128
 ) -> list[Edge]:
-    """Pairs whose word-set Jaccard >= threshold, found through MinHash LSH candidates."""
-    from datasketch import MinHash, MinHashLSH
-
+    """Pairs whose word-set Jaccard >= threshold, among the LSH candidates of `band_keys`."""
     sets = [word_set(q) for q in questions]
     live = [i for i, s in enumerate(sets) if s]
-    hashes = MinHash.bulk(
-        ([w.encode("utf-8") for w in sets[i]] for i in live), num_perm=num_perm, seed=MINHASH_SEED
-    )
-    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    with lsh.insertion_session() as session:
-        for i, mh in zip(live, hashes, strict=True):
-            session.insert(i, mh, check_duplication=False)
+    keys = band_keys([sets[i] for i in live], threshold, num_perm)
     edges = []
-    for i, mh in zip(live, hashes, strict=True):
-        for j in lsh.query(mh):
-            if j > i and (score := jaccard(sets[i], sets[j])) >= threshold:
-                edges.append(Edge(i, j, "minhash", score))
+    for a, b in sorted(shared_key_pairs(keys)):
+        i, j = live[a], live[b]
+        if (score := jaccard(sets[i], sets[j])) >= threshold:
+            edges.append(Edge(i, j, "minhash", score))
     return edges
 
 
@@ -165,13 +224,75 @@ def cluster(record_ids: Sequence[str], edges: Sequence[Edge]) -> list[Clustered]
     return out
 
 
+def _better(cand: tuple[float, str, str], best: tuple[float, str, str] | None) -> bool:
+    """`cluster`'s choice of a record's strongest edge: the higher score, then the smaller
+    record_id (its position in record_id order); a tie on both keeps the first."""
+    return best is None or cand[0] > best[0] or (cand[0] == best[0] and cand[1] < best[1])
+
+
+def merge_clusters(
+    old: Sequence[Clustered],
+    new_ids: Sequence[str],
+    edges: Sequence[tuple[str, str, str, float]],
+) -> list[Clustered]:
+    """Clusters after adding records to a clustering computed before, by record id.
+
+    `old`: the rows of every member of each earlier cluster that `edges` touch (the rest of
+    the earlier clustering does not change); `new_ids`: the added records; `edges`: (a, b,
+    method, score) with at least one added end, every such edge. Returns the rows of `old`
+    and of `new_ids`, as `cluster` over all records and all edges would give them: merged
+    components named by their smallest record_id, sizes summed, each record's strongest edge
+    the better of its earlier one and its new ones."""
+    ids = [r.record_id for r in old] + list(new_ids)
+    pos = {rid: k for k, rid in enumerate(ids)}
+    if len(pos) != len(ids):
+        raise ValueError("a record is both old and new, or given twice")
+    # Earlier clusters stay connected: each member linked to the member naming its cluster.
+    a = [pos[r.record_id] for r in old] + [pos[e[0]] for e in edges]
+    b = [pos[r.cluster_id] for r in old] + [pos[e[1]] for e in edges]
+    n = len(ids)
+    graph = coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    name: dict[int, str] = {}
+    size: dict[int, int] = {}
+    for rid, lab in zip(ids, labels, strict=True):
+        name[lab] = min(name.get(lab, rid), rid)
+        size[lab] = size.get(lab, 0) + 1
+    best: dict[str, tuple[float, str, str] | None] = {rid: None for rid in new_ids}
+    for r in old:
+        known = r.nearest_record_id is not None and r.score is not None and r.method
+        best[r.record_id] = (r.score, r.nearest_record_id, r.method) if known else None
+    for x, y, method, score in edges:
+        for p, q in ((x, y), (y, x)):
+            if _better((score, q, method), best[p]):
+                best[p] = (score, q, method)
+    out = []
+    for rid, lab in zip(ids, labels, strict=True):
+        near = best[rid]
+        out.append(
+            Clustered(
+                rid,
+                name[lab],
+                size[lab],
+                near[1] if near else None,
+                near[2] if near else None,
+                near[0] if near else None,
+            )
+        )
+    return out
+
+
 __all__ = [
     "Clustered",
     "Edge",
+    "band_keys",
     "brute_force_edges",
     "cluster",
     "jaccard",
+    "lsh_shape",
+    "merge_clusters",
     "minhash_edges",
     "semantic_edges",
+    "shared_key_pairs",
     "word_set",
 ]
