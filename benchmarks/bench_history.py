@@ -204,7 +204,8 @@ def quality_prep(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
     """On a scratch copy of the N-night store: both checks over the N nights (full), then
     night N landed as landing does it (commit, compaction, refresh, sweep; with --uncompacted
     commit and refresh), so that the next check has one new night."""
-    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+    from pipeline.quality.checks import decontaminate_catalog
+    from pipeline.quality.cluster_check import cluster_catalog
     from pipeline.store.compaction import compact_finished, sweep
 
     store, cfg, t = Store(root, root / "curriculum.duckdb"), lexical(), time.perf_counter()
@@ -231,7 +232,8 @@ def table_rows(root: Path, table: str, drop: str) -> list[tuple]:
 def quality_verify(root: Path, scratch: Path) -> dict[str, float]:
     """The prepared copy's tables (history checked, then one night) against a full recheck of
     the same N+1 nights into `scratch`: raises on any difference but the timestamps."""
-    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+    from pipeline.quality.checks import decontaminate_catalog
+    from pipeline.quality.cluster_check import cluster_catalog
 
     t, cfg, fresh = time.perf_counter(), lexical(), Store(scratch, root / "curriculum.duckdb")
     cluster_catalog(cfg, fresh)
@@ -269,7 +271,8 @@ def run_op(op: str, root: Path, n: int, a: argparse.Namespace) -> dict[str, floa
             runs = [one] if op.endswith("run") else []
             export_curriculum(cat, scratch / "export", formats=["jsonl"], run_ids=runs)
         elif op in ("near-dup:full", "decontam:full"):
-            from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+            from pipeline.quality.checks import decontaminate_catalog
+            from pipeline.quality.cluster_check import cluster_catalog
 
             cfg, store = lexical(), Store(scratch, cat)  # the history's catalog, fresh tables
             t = time.perf_counter()
@@ -280,7 +283,8 @@ def run_op(op: str, root: Path, n: int, a: argparse.Namespace) -> dict[str, floa
             assert res.full
             return {op: time.perf_counter() - t}
         elif op in ("near-dup", "decontam"):  # `root` is the prepared copy (quality-prep)
-            from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+            from pipeline.quality.checks import decontaminate_catalog
+            from pipeline.quality.cluster_check import cluster_catalog
 
             cfg, store = lexical(), Store(root, cat)
             t = time.perf_counter()

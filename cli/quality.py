@@ -127,7 +127,7 @@ def near_duplicates_command(
     """Cluster near-duplicate questions of the whole catalog (MinHash LSH + embedding). With
     MinHash alone, the questions of runs clustered before are not read again: a new run's
     are looked up against them. The embedding method reclusters everything."""
-    from pipeline.quality.checks import cluster_catalog
+    from pipeline.quality.cluster_check import cluster_catalog
     from pipeline.stages import refresh_catalog
 
     cfg, store = _setup(profile, overrides, no_embedding)

@@ -1,7 +1,7 @@
 """`curriculum runs ...`: housekeeping of the store's runs (issue 28, retention).
 
 `prune` removes the runs older than a cutoff, or only their bulky columns; the library is
-pipeline/store/retention.py. Registered in cli/main.py with `app.add_typer(runs_app, ...)`.
+pipeline/catalog/retention.py. Registered in cli/main.py with `app.add_typer(runs_app, ...)`.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def prune_command(
     rewrites its compacted files with the bulky columns emptied. Runs an export's manifest
     lists, or whose records the selector has not learned from yet, are skipped with the
     reason unless --force. The catalog is then rebuilt the way landing does."""
+    from pipeline.catalog.retention import apply_prune, bulky_fill, plan_prune
     from pipeline.core.io import utcnow
     from pipeline.core.run_control import RunInProgressError, store_run_lock
-    from pipeline.store.retention import apply_prune, bulky_fill, plan_prune
     from pipeline.store.store import Store
 
     if (keep_days is None) == (before is None):
@@ -147,7 +147,7 @@ def prune_command(
 
 
 def _show_plan(plan, apply: bool) -> None:
-    from pipeline.store.retention import TRASH_DIR
+    from pipeline.catalog.retention import TRASH_DIR
 
     mode = "bulky columns only" if plan.bulky_only else "whole runs"
     head = "pruning" if apply else "dry run (nothing changes; add --apply to act): would prune"

@@ -192,7 +192,8 @@ def quality_stage(
     cfg = ctx.cfg
     if not cfg.quality.nightly:
         return None
-    from pipeline.quality.checks import cluster_catalog, decontaminate_catalog, embedder_encode
+    from pipeline.quality.checks import decontaminate_catalog, embedder_encode
+    from pipeline.quality.cluster_check import cluster_catalog
 
     encode, model = embedder_encode(cfg) if cfg.quality.embedding else (None, None)
     if cfg.quality.benchmarks:

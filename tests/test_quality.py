@@ -24,7 +24,8 @@ from pipeline.catalog.audit import run_audit
 from pipeline.catalog.export import export_curriculum
 from pipeline.core.config import QualityConfig, load_config
 from pipeline.quality.benchmarks import BenchmarkError, load_benchmark
-from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+from pipeline.quality.checks import decontaminate_catalog
+from pipeline.quality.cluster_check import cluster_catalog
 from pipeline.quality.decontamination import decontaminate, word_ngrams
 from pipeline.quality.near_duplicates import (
     brute_force_edges,

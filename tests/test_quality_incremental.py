@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core.config import load_config
-from pipeline.quality.checks import cluster_catalog, decontaminate_catalog
+from pipeline.quality.checks import decontaminate_catalog
+from pipeline.quality.cluster_check import cluster_catalog
 from pipeline.quality.near_duplicates import (
     MINHASH_SEED,
     Edge,

@@ -35,15 +35,15 @@ from synthetic_store import Corpus, review, run_name, table, write_night  # noqa
 
 from cli.runs import _size, runs_app  # noqa: E402
 from pipeline.catalog.export import export_curriculum  # noqa: E402
-from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
-from pipeline.core.run_control import store_run_lock  # noqa: E402
-from pipeline.store.compaction import compact_run, sweep  # noqa: E402
-from pipeline.store.retention import (  # noqa: E402
+from pipeline.catalog.retention import (  # noqa: E402
     BULKY_COLUMNS,
     TRASH_DIR,
     apply_prune,
     plan_prune,
 )
+from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
+from pipeline.core.run_control import store_run_lock  # noqa: E402
+from pipeline.store.compaction import compact_run, sweep  # noqa: E402
 from pipeline.store.store import COMPACTED, SHARDED_TABLES, Store, connect_readonly  # noqa: E402
 from schemas.tables import RUN_PLAN, schema_for  # noqa: E402
 
@@ -367,7 +367,7 @@ CHILD = textwrap.dedent(
     """
     import datetime as dt, os, signal, sys
     from pathlib import Path
-    from pipeline.store.retention import apply_prune, plan_prune
+    from pipeline.catalog.retention import apply_prune, plan_prune
     from pipeline.store.store import Store
 
     kill_at, calls = int(sys.argv[2]), [0]

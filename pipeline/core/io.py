@@ -108,6 +108,14 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def rename_durably(src: Path, dst: Path) -> None:
+    """Rename `src` to `dst` (one atomic step on one filesystem) and fsync both folders, so the
+    move survives a crash: the switch a multi-step removal starts with."""
+    os.rename(src, dst)
+    fsync_path(Path(src).parent)
+    fsync_path(Path(dst).parent)
+
+
 @contextlib.contextmanager
 def atomic_path(target: Path, within: Path | None = None) -> Iterator[Path]:
     """Yield a temporary file path beside `target`; when the block ends without an error the
@@ -225,6 +233,7 @@ __all__ = [
     "fsync_path",
     "fsync_tree",
     "path_within",
+    "rename_durably",
     "sha256_file",
     "utcnow",
     "write_parquet_atomic",

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.io import atomic_path, content_key, fsync_path, sha256_file
+from pipeline.core.io import atomic_path, content_key, rename_durably, sha256_file
 from pipeline.selector.run_plan import load_plan, selector_dirs
 from pipeline.selector.state import saved_iterations
 from pipeline.store.compaction import (
@@ -339,9 +338,7 @@ def apply_prune(store: Store, plan: PrunePlan, refresh: Callable[[], object]) ->
         while dst.exists():  # an earlier prune of a run of the same id, not finished
             n += 1
             dst = trash / f"{cand.run_id}~{n}"
-        os.rename(src, dst)  # the switch: from here on no refresh lists the run
-        fsync_path(src.parent)
-        fsync_path(trash)
+        rename_durably(src, dst)  # the switch: from here on no refresh lists the run
         result.runs.append(cand.run_id)
     entries = sorted(p for p in trash.glob("*") if p.is_dir()) if trash.is_dir() else []
     if not entries and not plan.unswept:
