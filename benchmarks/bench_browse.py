@@ -42,7 +42,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from synthetic_store import TASKS, build  # noqa: E402
 
-from pipeline.store.compaction import compact_run, finished_runs, needs_compaction, sweep  # noqa: E402
+from pipeline.store.compaction import compact_finished, sweep  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 
 TARGETS_MS = {"first page": 300, "filtered": 300, "q= word": 300, "q= phrase": 300}
@@ -84,11 +84,9 @@ def store_of(a: argparse.Namespace) -> Store:
         marker.write_text(json.dumps(built))
         print(f"built {root} in {built['seconds']:.0f} s")
     store = Store(root, root / "curriculum.duckdb")
-    todo = [r for r in finished_runs(store) if needs_compaction(store, r)]
-    if todo:  # as landing leaves a store since issue 28 (once; the cache keeps the result)
-        t = time.perf_counter()
-        for run_id in todo:
-            compact_run(store, run_id)
+    t = time.perf_counter()
+    todo = compact_finished(store)  # as landing leaves a store since issue 28 (once: cached)
+    if todo:
         print(f"compacted {len(todo)} runs in {time.perf_counter() - t:.0f} s")
     if todo or not (a.no_refresh and store.catalog_path.exists()):
         t = time.perf_counter()

@@ -226,25 +226,28 @@ QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY reviewed_at DESC, rev
 -- (gate_verdicts in step order: shortcut, uniqueness and any custom gate; `undetermined` does
 -- not pass, `off` and `not_applicable` do), and the best record of its exact and
 -- near-duplicate question group among the records that pass everything else.
--- Materialised at each refresh from the narrow record_facts (a year of nights ranks ~1M
--- short keys, not every record's prompts and outputs); reviews are joined live below.
-CREATE OR REPLACE TABLE record_verdicts AS
-WITH f AS (
-    SELECT
-        f.* EXCLUDE (question, answer, search_text),
-        k.record_id IS NOT NULL AS contaminated,
-        q.cluster_id AS duplicate_cluster_id,
-        coalesce(
-            f.before_quality,
-            CASE WHEN k.record_id IS NOT NULL THEN 'contaminated' END,
-            f.gate_rejected_by
-        ) AS gate_rejection
-    FROM record_facts f
-    LEFT JOIN (SELECT DISTINCT record_id FROM benchmark_matches) k
-        ON k.record_id = f.record_id
-    LEFT JOIN question_clusters q ON q.record_id = f.record_id
-),
-ranked AS (
+-- The facts carry what depends on a record's own run; the quality tables and the duplicate
+-- ranking (which spans runs: a new night can demote an old record) are joined here. Only the
+-- ranking's losers are materialised at each refresh (record_duplicates: ranking a year of
+-- nights' passing records by their short keys, never their prompts and outputs); reviews are
+-- joined live in curriculum_verdicts.
+CREATE OR REPLACE VIEW record_gated AS
+SELECT
+    f.* EXCLUDE (question, answer, search_text),
+    k.record_id IS NOT NULL AS contaminated,
+    -- a record in no cluster of two or more ranks alone, as a singleton cluster does
+    q.cluster_id AS duplicate_cluster_id,
+    coalesce(
+        f.before_quality,
+        CASE WHEN k.record_id IS NOT NULL THEN 'contaminated' END,
+        f.gate_rejected_by
+    ) AS gate_rejection
+FROM record_facts f
+LEFT JOIN (SELECT DISTINCT record_id FROM benchmark_matches) k ON k.record_id = f.record_id
+LEFT JOIN question_duplicates q ON q.record_id = f.record_id;
+
+CREATE OR REPLACE TABLE record_duplicates AS
+WITH ranked AS (
     -- the duplicate groups rank only the records that pass everything else
     SELECT
         record_id,
@@ -252,7 +255,7 @@ ranked AS (
         first_value(record_id) OVER question_group AS question_best,
         row_number() OVER cluster_group AS cluster_rank,
         first_value(record_id) OVER cluster_group AS cluster_best
-    FROM f
+    FROM record_gated
     WHERE gate_rejection IS NULL
     WINDOW
         question_group AS (
@@ -264,19 +267,23 @@ ranked AS (
         )
 )
 SELECT
-    f.* EXCLUDE (before_quality, gate_rejected_by, question_key, gate_rejection),
+    record_id,
+    CASE WHEN question_rank > 1 THEN 'duplicate_question' ELSE 'near_duplicate' END
+        AS rejected_by,
+    CASE WHEN question_rank > 1 THEN question_best ELSE cluster_best END AS duplicate_of
+FROM ranked
+WHERE question_rank > 1 OR cluster_rank > 1;
+
+CREATE OR REPLACE VIEW record_verdicts AS
+SELECT
+    f.* EXCLUDE (before_quality, gate_rejected_by, question_key, gate_rejection,
+                 duplicate_cluster_id),
     f.before_quality IS NULL AND NOT f.contaminated AS reached_gates,
-    coalesce(
-        f.gate_rejection,
-        CASE WHEN r.question_rank > 1 THEN 'duplicate_question'
-             WHEN r.cluster_rank > 1 THEN 'near_duplicate' END
-    ) AS rejected_by,
-    CASE WHEN r.question_rank > 1 THEN r.question_best
-         WHEN r.cluster_rank > 1 THEN r.cluster_best END AS duplicate_of,
-    coalesce(r.question_rank = 1 AND r.cluster_rank = 1, false) AS accepted
-FROM f
-LEFT JOIN ranked r ON r.record_id = f.record_id
-ORDER BY f.run_id, f.record_id;
+    coalesce(f.gate_rejection, d.rejected_by) AS rejected_by,
+    d.duplicate_of,
+    f.gate_rejection IS NULL AND d.record_id IS NULL AS accepted
+FROM record_gated f
+LEFT JOIN record_duplicates d ON d.record_id = f.record_id;
 
 -- Every record with its quality columns and verdict, and a reviewer's latest verdict.
 CREATE OR REPLACE VIEW curriculum_verdicts AS
@@ -849,18 +856,21 @@ JOIN record_verdicts v ON v.record_id = f.record_id;
 -- them (one row of lists; unnesting every record's gate verdicts on each page view cost more
 -- than the page itself).
 CREATE OR REPLACE TABLE record_facets AS
-WITH g AS (SELECT unnest(gate_verdicts) AS g FROM record_verdicts)
+WITH v AS MATERIALIZED (
+    SELECT DISTINCT run_id, gate_rejection, task_type, hop_count, gate_verdicts
+    FROM record_gated
+),
+g AS (SELECT unnest(gate_verdicts) AS g FROM (SELECT DISTINCT gate_verdicts FROM v))
 SELECT
-    (SELECT list(v ORDER BY v DESC) FROM (SELECT DISTINCT run_id AS v FROM record_verdicts))
-        AS run_id,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT rejected_by AS v FROM record_verdicts
-        WHERE rejected_by IS NOT NULL)) AS rejected_by,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT task_type AS v FROM record_verdicts))
-        AS task_type,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT hop_count AS v FROM record_verdicts
+    (SELECT list(x ORDER BY x DESC) FROM (SELECT DISTINCT run_id AS x FROM v)) AS run_id,
+    (SELECT list(x ORDER BY x) FROM (
+        SELECT gate_rejection AS x FROM v WHERE gate_rejection IS NOT NULL
+        UNION SELECT rejected_by FROM record_duplicates)) AS rejected_by,
+    (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT task_type AS x FROM v)) AS task_type,
+    (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT hop_count AS x FROM v
         WHERE hop_count IS NOT NULL)) AS hop_count,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.gate AS v FROM g)) AS gate,
-    (SELECT list(v ORDER BY v) FROM (SELECT DISTINCT g.verdict AS v FROM g)) AS gate_verdict;
+    (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT g.gate AS x FROM g)) AS gate,
+    (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT g.verdict AS x FROM g)) AS gate_verdict;
 
 -- run_funnel: the funnel view per run, as of the refresh (the runs page).
 CREATE OR REPLACE TABLE run_funnel AS SELECT * FROM funnel;

@@ -124,7 +124,8 @@ def select_records(
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         try:
-            rel = bounded_filter(con, catalog, source, where, limits)  # the sql.* limits
+            # the sql.* limits, the predicate evaluated over the requested runs only
+            rel = bounded_filter(con, catalog, source, where, limits, sorted(set(run_ids)))
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()

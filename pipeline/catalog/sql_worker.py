@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,10 +98,14 @@ class BoundedSQL:
         """fetch_table in the worker: the statement's first sql.max_rows rows."""
         return self._call(("fetch", title, sql, params, where), where or title)
 
-    def filter_column(self, view: str, predicate: str | None, column: str) -> list[Any]:
+    def filter_column(
+        self, view: str, predicate: str | None, column: str, run_ids: Sequence[str] = ()
+    ) -> list[Any]:
         """`column` of every row of `view` matching a user predicate (one boolean expression,
-        see readonly_sql.filter_relation), all rows, under the time and memory limits."""
-        return self._call(("filter", view, predicate, column), f"filter over {view}")
+        see readonly_sql.filter_relation), all rows (of `run_ids` when given), under the time
+        and memory limits."""
+        request = ("filter", view, predicate, column, sorted(set(run_ids)))
+        return self._call(request, f"filter over {view}")
 
     def _call(self, request: tuple, where: str) -> Any:
         proc = self._proc
@@ -155,18 +160,24 @@ class BoundedSQL:
 
 
 def bounded_filter(
-    con, catalog: str | Path, view: str, predicate: str | None, limits: SQLConfig | None
+    con,
+    catalog: str | Path,
+    view: str,
+    predicate: str | None,
+    limits: SQLConfig | None,
+    run_ids: Sequence[str] = (),
 ):
     """`view` on the caller's connection narrowed to the rows whose `record_id` matches a
     user predicate (`export --where`), the predicate evaluated by a worker under `limits`
-    (default: the sql: section's defaults); an empty predicate keeps every row."""
+    (default: the sql: section's defaults) over the rows of `run_ids` (all when empty: the
+    caller narrows to them too); an empty predicate keeps every row."""
     import duckdb
 
     rel = con.table(view)
     if predicate is None or not predicate.strip():
         return rel
     with BoundedSQL(catalog, limits or SQLConfig()) as session:
-        ids = session.filter_column(view, predicate, "record_id")
+        ids = session.filter_column(view, predicate, "record_id", run_ids)
     if not ids:
         return rel.filter(duckdb.ConstantExpression(False))
     col = duckdb.ColumnExpression("record_id")
@@ -270,9 +281,13 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
             elif op == "filter":
                 from pipeline.catalog.bounded_sql import statement_deadline
 
-                view, predicate, column = args
+                view, predicate, column, run_ids = args
                 with statement_deadline(con, limits, f"filter over {view}"):
-                    rel = filter_relation(con, predicate, view).select(column)
+                    rel = filter_relation(con, predicate, view)
+                    if run_ids:  # bound values, never SQL text
+                        values = (duckdb.ConstantExpression(r) for r in run_ids)
+                        rel = rel.filter(duckdb.ColumnExpression("run_id").isin(*values))
+                    rel = rel.select(column)
                     result = [r[0] for r in rel.fetchall()]
             else:
                 raise ValueError(f"unknown request {op!r}")

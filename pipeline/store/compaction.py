@@ -44,23 +44,23 @@ class Compacted:
     rows: dict[str, int] = field(default_factory=dict)  # by table
 
 
-def finished_runs(store: Store) -> list[str]:
-    """Runs that completed: no nightly adds shard groups to them. A stopped or failed run is
-    left as it is for its resume (were it resumed after compaction anyway, its new groups
-    would follow the compacted one and the next compaction would fold them in)."""
-    return [r for r in store.run_ids() if (store.read_run(r) or {}).get("status") == "completed"]
-
-
 def needs_compaction(store: Store, run_id: str) -> bool:
     return bool(set(store.manifest(run_id)) - {COMPACTED})
 
 
 def compact_finished(store: Store) -> list[Compacted]:
-    """Compact every finished run that has groups to fold (after the first, tonight's run);
-    the caller refreshes the catalog and then sweeps."""
+    """Compact every completed run that has groups to fold (after the first, tonight's run;
+    the manifests are read first, the run records only of runs with something to fold); the
+    caller refreshes the catalog and then sweeps. A stopped or failed run is left as it is for
+    its resume (were it resumed after compaction anyway, its new groups would follow the
+    compacted one and the next compaction would fold them in)."""
     done = []
-    for run_id in finished_runs(store):
-        if needs_compaction(store, run_id) and (result := compact_run(store, run_id)):
+    for run_id in store.run_ids():
+        if not needs_compaction(store, run_id):
+            continue
+        if (store.read_run(run_id) or {}).get("status") != "completed":
+            continue
+        if result := compact_run(store, run_id):
             log.info(
                 "compacted run %s: %d groups, %d files -> %d",
                 run_id, result.groups, result.files_in, result.files_out,
@@ -213,7 +213,6 @@ __all__ = [
     "catalog_refreshed_at",
     "compact_finished",
     "compact_run",
-    "finished_runs",
     "needs_compaction",
     "superseded_files",
     "sweep",

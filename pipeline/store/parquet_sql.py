@@ -18,5 +18,5 @@ def files_select(listing: str, hive: bool, empty: str) -> str:
     name with `empty`, the table's contract as an empty table. DuckDB guesses hive partitions
     from key=value directories (selector state lives under iteration=0001/) and would replace
     typed columns with strings: `hive` says whether there are any."""
-    opts = f"hive_partitioning = {str(hive).lower()}, union_by_name = true"
+    opts = f"hive_partitioning = {str(hive).lower()}, union_by_name = false"
     return f"SELECT * FROM read_parquet({listing}, {opts}) UNION ALL BY NAME SELECT * FROM {empty}"
