@@ -95,7 +95,8 @@ def compacted(root: Path) -> tuple[Path, float]:
 
     out = root.with_name(f"{root.name}-compacted")
     marker = out / "compacted.json"
-    if marker.exists():
+    if marker.exists():  # the catalog rebuilt by this checkout's code, like the build's
+        Store(out, out / "curriculum.duckdb").refresh_catalog(artifacts(out))
         return out, json.loads(marker.read_text())["compact_s"]
     t = time.perf_counter()
     linked_copy(root, out)

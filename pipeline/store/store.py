@@ -105,7 +105,7 @@ class Listed:
     run_id: str
     table: str
     path: Path
-    compacted: bool
+    checked: bool  # written by a compaction under this SCHEMA_VERSION: no need to read it
 
 
 class Store:
@@ -261,22 +261,15 @@ class Store:
         # Only folders a run id can name (not a leftover temporary or a hand-made folder).
         return sorted(p.name for p in base.iterdir() if p.is_dir() and is_identifier(p.name))
 
-    def committed_files(self) -> dict[str, list[Path]]:
-        files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
-        for listing in self.committed_listing():
-            files[listing.table].append(listing.path)
-        return files
-
     def committed_listing(self) -> list[Listed]:
-        """Every live committed file of every run, with its run and whether a compaction
-        wrote it (its schema was checked then)."""
+        """Every live committed file of every run, with its run and whether its schema is
+        known to be this code's contract: a compaction under this schema version wrote it."""
         out = []
         for run_id in self.run_ids():
             for shard, entry in self.manifest(run_id).items():
+                checked = shard == COMPACTED and entry.get("schema_version") == SCHEMA_VERSION
                 for f in entry["files"]:
-                    out.append(
-                        Listed(run_id, f["table"], self.root / f["path"], shard == COMPACTED)
-                    )
+                    out.append(Listed(run_id, f["table"], self.root / f["path"], checked))
         return out
 
     def read_run_table(self, run_id: str, table: str) -> pa.Table:
@@ -337,7 +330,7 @@ class Store:
         check_catalog_file(self.catalog_path, must_exist=False)  # never replace a user's file
         listing = self.committed_listing()
         for item in listing:  # a compaction checked its files when it wrote them
-            if not item.compacted:
+            if not item.checked:
                 check_schema(item.table, pq.read_schema(item.path), where=str(item.path))
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
         artifacts = {
