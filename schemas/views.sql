@@ -650,11 +650,10 @@ SELECT
     invalid_reason,
     question,
     answer,
-    question_key AS norm_question,  -- norm(question), settled in the record's facts
+    norm(question) AS norm_question,
     norm(answer) AS norm_answer
-FROM record_facts
-WHERE norm(answer) <> ''
-  AND contains(' ' || question_key || ' ', ' ' || norm(answer) || ' ');
+FROM curriculum
+WHERE answer_leaks(question, answer);
 
 -- One row per (dimension, run, value) for the dimensions cluster_id, task_type and hop_count:
 -- counts, rates over generated records, mean V / R_pro / R_DZ and the solver accuracy

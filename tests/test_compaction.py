@@ -279,3 +279,29 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
         with connect_readonly(store.catalog_path) as con:
             assert sorted(con.execute("SELECT record_id FROM curriculum").fetchall()) == expected
         shutil.rmtree(store.root)
+
+
+def test_the_browser_follows_a_rebuilt_catalog_with_an_index_of_its_own(history, tmp_path):
+    """DuckDB hands a second connect() to an open file its cached instance; the browser must
+    still read the catalog a landing renamed into place, and index it once per refresh."""
+    from pipeline.browse.catalog_reader import CatalogReader, index_path
+
+    store = copy_of(history, tmp_path / "out")
+    reader = CatalogReader(store.catalog_path)
+    before = reader.cursor()
+    assert before.execute("SELECT count(*) FROM record_index").fetchall() == [(NIGHTS * RECORDS,)]
+    c = Corpus(np.random.default_rng(5), 400)
+    write_night(store, c, NIGHTS, RECORDS, SHARD, 5)  # another night lands
+    compact_finished(store)
+    store.refresh_catalog(artifacts(store.root))
+    after = reader.cursor()
+    runs = "SELECT count(DISTINCT run_id) FROM record_index"
+    assert after.execute(runs).fetchall() == [(NIGHTS + 1,)]
+    assert before.execute(runs).fetchall() == [(NIGHTS,)]  # a request in flight reads on
+    ((at,),) = after.execute("SELECT refreshed_at FROM catalog_info").fetchall()
+    with duckdb.connect(str(index_path(store.catalog_path)), read_only=True) as con:
+        assert con.execute("SELECT refreshed_at FROM index_info").fetchall() == [(at,)]
+    # the index is the browser's view of the catalog's record_index, row for row
+    with connect_readonly(store.catalog_path) as con:
+        want = con.execute("SELECT * FROM record_index ORDER BY record_id").fetchall()
+    assert after.execute("SELECT * FROM record_index ORDER BY record_id").fetchall() == want

@@ -1,21 +1,79 @@
 """Read-only connections for a long-lived reader of the catalog (the record browser).
 
 A nightly's landing rebuilds the catalog under a temporary name and renames it over the old
-file. A connection opened before keeps reading the old file (its shards are never rewritten),
-so the reader answers throughout; the next request after the rename opens the new file. Every
-request gets its own cursor with the review files on disk now (`attach_reviews`), so a review
-written a moment ago, even during a rebuild, is seen at once.
+file. A connection opened before keeps reading the old file, so the reader answers
+throughout; the next request after the rename opens the new file. Every request gets its own
+cursor with the review files on disk now (`attach_reviews`), so a review written a moment ago,
+even during a rebuild, is seen at once.
+
+The records page's index is the browser's own: the catalog's `record_index` view (each run's
+record_facts joined with the verdicts) stored once per catalog refresh in a DuckDB file beside
+the catalog (`<catalog>.browse.duckdb`), sorted by V so that a page reads its first row
+groups only. The first request after a refresh builds it (seconds at a million records);
+landing does not pay for it (issue 28), and a store nobody browses never builds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 import threading
 from pathlib import Path
 
 import duckdb
 
+from pipeline.core.io import atomic_path
 from pipeline.store.reviews import attach_reviews
 from pipeline.store.store import connect_readonly
+
+# The browser's copy of record_index: what a records page filters, sorts and searches on.
+INDEX_SQL = "SELECT * FROM record_index ORDER BY v_key DESC, record_id DESC"
+
+
+def index_path(catalog: Path) -> Path:
+    return catalog.with_name(catalog.name + ".browse.duckdb")
+
+
+def snapshot_link(catalog: Path, ino: int) -> Path:
+    """`<catalog>.browse-<inode>.duckdb`, a hard link to the catalog file of that inode (made
+    now unless it exists); the links of earlier files are removed (an open connection keeps
+    reading its file)."""
+    link = catalog.with_name(f"{catalog.name}.browse-{ino}.duckdb")
+    if not link.exists():
+        with contextlib.suppress(FileExistsError):
+            os.link(catalog, link)
+    for old in catalog.parent.glob(f"{glob.escape(catalog.name)}.browse-*.duckdb"):
+        if old != link:
+            old.unlink(missing_ok=True)
+    return link
+
+
+def _index_refreshed_at(path: Path) -> object:
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            ((at,),) = con.execute("SELECT refreshed_at FROM index_info").fetchall()
+            return at
+    except (duckdb.Error, ValueError):
+        return None
+
+
+def build_index(
+    con: duckdb.DuckDBPyConnection, path: Path, refreshed_at: object, memory_limit: str
+) -> None:
+    """The catalog's record_index (read on `con`) stored at `path` for the catalog refreshed
+    at `refreshed_at`, streamed in record batches and renamed into place whole; the writing
+    side under the reader's own memory limit."""
+    con.execute("SET enable_progress_bar = false")  # a server's log, not a terminal
+    reader = con.sql(INDEX_SQL).to_arrow_reader(20_000)
+    config = {"memory_limit": memory_limit, "threads": 1}
+    with atomic_path(path) as tmp, duckdb.connect(str(tmp), config=config) as out:
+        out.register("_rows", reader)
+        out.execute("CREATE TABLE record_index AS SELECT * FROM _rows")
+        out.unregister("_rows")
+        sql = "CREATE TABLE index_info AS SELECT ?::TIMESTAMPTZ AS refreshed_at"
+        out.execute(sql, [refreshed_at])
+        out.execute("CHECKPOINT")
 
 
 class CatalogNotReadyError(RuntimeError):
@@ -32,12 +90,18 @@ class CatalogReader:
         self._ident: tuple[int, int, int] | None = None
         self.store_root: Path | None = None
 
-    def _open(self) -> duckdb.DuckDBPyConnection:
-        con = connect_readonly(self.catalog)
+    def _open(self, ino: int) -> duckdb.DuckDBPyConnection:
+        # DuckDB hands a second connect() to an open path the instance it already has (the
+        # file as it was): the current file is opened under a name of its own, a hard link
+        # named by its inode, which also keeps it readable after the next rebuild.
+        link = snapshot_link(self.catalog, ino)
+        con = connect_readonly(link)
         con.execute(f"SET memory_limit = '{self.memory_limit}'")  # config value, not a request's
         con.execute(f"SET threads = {int(self.threads)}")
         try:
-            ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
+            ((root, at),) = con.execute(
+                "SELECT store_root, refreshed_at FROM catalog_info"
+            ).fetchall()
             con.execute("SELECT 1 FROM record_index, record_facets LIMIT 0")
         except duckdb.CatalogException:
             con.close()
@@ -47,6 +111,10 @@ class CatalogReader:
                 "work and rebuilds the catalog)"
             ) from None
         self.store_root = Path(root)
+        index = index_path(self.catalog)
+        if _index_refreshed_at(index) != at:
+            build_index(con, index, at, self.memory_limit)
+        con.execute(f"ATTACH IF NOT EXISTS '{_quoted(index)}' AS browse_index (READ_ONLY)")
         return con
 
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, Path]:
@@ -61,16 +129,22 @@ class CatalogReader:
         ident = (st.st_ino, st.st_mtime_ns, st.st_size)
         with self._lock:
             if self._con is None or ident != self._ident:
-                self._con, self._ident = self._open(), ident
+                self._con, self._ident = self._open(st.st_ino), ident
             return self._con, self.store_root
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor on the current catalog file, with the reviews on disk now."""
+        """A cursor on the current catalog file, with the reviews on disk now and the
+        browser's index standing in for the catalog's record_index view."""
         con, root = self._current()
         cur = con.cursor()
         attach_reviews(cur, root)
+        cur.execute("CREATE TEMP VIEW record_index AS SELECT * FROM browse_index.record_index")
         return cur
 
     def root(self) -> Path:
         """The store's root, as the current catalog names it (reviews and reports live there)."""
         return self._current()[1]
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
