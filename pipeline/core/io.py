@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -106,6 +107,19 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (created with its folder) for the block: one writer
+    at a time, released by the kernel if the holder dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def rename_durably(src: Path, dst: Path) -> None:
@@ -230,6 +244,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "content_key",
+    "exclusive_lock",
     "fsync_path",
     "fsync_tree",
     "path_within",

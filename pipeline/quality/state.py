@@ -9,7 +9,6 @@ Contracts in schemas/quality_tables.py.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.identifiers import check_identifier
-from pipeline.core.io import path_within, write_parquet_atomic
+from pipeline.core.io import exclusive_lock, path_within, write_parquet_atomic
 from schemas.tables import schema_for
 
 STATE_DIR = "state"
@@ -69,14 +68,8 @@ def same_settings(a: Any, b: Any) -> bool:
 def quality_lock(root: Path) -> Iterator[None]:
     """One writer of the quality tables and their state per store at a time (a nightly's
     quality step and a `curriculum quality ...` read-modify-write the same per-run files)."""
-    lock = path_within(root, "quality", ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with exclusive_lock(path_within(root, "quality", ".lock")):
+        yield
 
 
 __all__ = [

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -28,7 +26,14 @@ from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import check_schema, conform, read_shard
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import check_identifier, is_identifier
-from pipeline.core.io import atomic_path, path_within, sha256_file, utcnow, write_parquet_atomic
+from pipeline.core.io import (
+    atomic_path,
+    exclusive_lock,
+    path_within,
+    sha256_file,
+    utcnow,
+    write_parquet_atomic,
+)
 from pipeline.store.parquet_sql import files_select, path_list
 from pipeline.store.reviews import attach_reviews, review_files
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
@@ -308,16 +313,8 @@ class Store:
         return latest["run_id"] if latest else None
 
     # ---- catalog --------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _catalog_lock(self) -> Iterator[None]:
-        lock = self.catalog_path.with_suffix(".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with lock.open("w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _catalog_lock(self) -> contextlib.AbstractContextManager[None]:
+        return exclusive_lock(self.catalog_path.with_suffix(".lock"))
 
     def refresh_catalog(self, artifacts: dict[str, list[Path]] | None = None) -> Path:
         """(Re)create the DuckDB views over exactly the committed shards, then views.sql.
