@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.core.io import atomic_path
+from pipeline.core.parquet_sql import sql_string
 from pipeline.store.reviews import attach_reviews
 from pipeline.store.store import connect_readonly
 
@@ -114,7 +115,7 @@ class CatalogReader:
         index = index_path(self.catalog)
         if _index_refreshed_at(index) != at:
             build_index(con, index, at, self.memory_limit)
-        con.execute(f"ATTACH IF NOT EXISTS '{_quoted(index)}' AS browse_index (READ_ONLY)")
+        con.execute(f"ATTACH IF NOT EXISTS {sql_string(index)} AS browse_index (READ_ONLY)")
         return con
 
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, Path]:
@@ -144,7 +145,3 @@ class CatalogReader:
     def root(self) -> Path:
         """The store's root, as the current catalog names it (reviews and reports live there)."""
         return self._current()[1]
-
-
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")

@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from pipeline.store.parquet_sql import files_select
+from pipeline.core.parquet_sql import files_select
 from pipeline.store.store import Store
 
 PAGE_SIZE = 50

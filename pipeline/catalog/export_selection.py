@@ -125,7 +125,7 @@ def select_records(
             where, rejections = LEGACY_WHERE, False
         try:
             # the sql.* limits, the predicate evaluated over the requested runs only
-            rel = bounded_filter(con, catalog, source, where, limits, sorted(set(run_ids)))
+            rel = bounded_filter(con, catalog, source, where, limits, run_ids)
             if run_ids:
                 rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()

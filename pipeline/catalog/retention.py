@@ -32,7 +32,7 @@ import contextlib
 import datetime as dt
 import logging
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.io import atomic_path, content_key, rename_durably, sha256_file
+from pipeline.core.io import content_key, rename_durably, write_parquet_parts_atomic
 from pipeline.selector.run_plan import load_plan, selector_dirs
 from pipeline.selector.state import saved_iterations
 from pipeline.store.compaction import (
@@ -51,7 +51,7 @@ from pipeline.store.compaction import (
     superseded_files,
     sweep,
 )
-from pipeline.store.store import COMPACTED, ShardFile, Store
+from pipeline.store.store import COMPACTED, ShardFile, Store, read_manifest
 from schemas.tables import schema_for
 
 log = logging.getLogger(__name__)
@@ -365,7 +365,11 @@ def _trash(store: Store) -> Path:
 def _empty_trash(store: Store, entry: Path) -> tuple[int, int]:
     """Delete a trashed run's files, then its trash entry; (files, bytes) deleted."""
     run_id = entry.name.split("~", 1)[0]
-    named = {store.root / f["path"] for line in _manifest_at(entry) for f in line["files"]}
+    named = {
+        store.root / f["path"]
+        for line in read_manifest(entry / "manifest.jsonl")
+        for f in line["files"]
+    }
     if store.run_dir(run_id).is_dir():
         # a new run took the id since: only the files the trashed run alone named
         named -= {store.root / f["path"] for e in store.manifest_lines(run_id) for f in e["files"]}
@@ -388,19 +392,6 @@ def _empty_trash(store: Store, entry: Path) -> tuple[int, int]:
             files += 1
     shutil.rmtree(entry)
     return files, size
-
-
-def _manifest_at(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "manifest.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            out.append(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            continue  # a torn last line: it committed nothing
-    return out
 
 
 def _remove_empty(folder: Path) -> None:
@@ -476,30 +467,26 @@ def _slim_file(store: Store, f: dict[str, Any], columns: tuple[str, ...]) -> Sha
     folder = Path(f["path"]).parent.as_posix()
     key = content_key({"slim": f["sha256"], "columns": list(columns)})
     rel = f"{folder}/{COMPACTED}-{key}.parquet"
-    codec = store.compression
-    opts: dict[str, Any] = {"compression": None if codec == "none" else codec}
-    if codec == "zstd":
-        opts["compression_level"] = store.compression_level
     pf = pq.ParquetFile(src)
     schema = pf.schema_arrow
-    rows = 0
-    with atomic_path(store.root / rel, store.root) as tmp:
-        with pq.ParquetWriter(tmp, schema, **opts) as writer:
-            for i in range(pf.num_row_groups):
-                part = pf.read_row_group(i)
-                for col in columns:
-                    idx = schema.get_field_index(col)
-                    fld = schema.field(idx)
-                    n = part.num_rows
-                    empty = (
-                        pa.nulls(n, fld.type)
-                        if fld.nullable
-                        else pa.repeat(pa.scalar("", fld.type), n)
-                    )
-                    part = part.set_column(idx, fld, empty)
-                rows += part.num_rows
-                writer.write_table(part, ROW_GROUP_ROWS)
-        digest, size = sha256_file(tmp), tmp.stat().st_size
+
+    def parts() -> Iterator[pa.Table]:  # row group by row group, the columns emptied
+        for i in range(pf.num_row_groups):
+            part = pf.read_row_group(i)
+            for col in columns:
+                idx = schema.get_field_index(col)
+                fld = schema.field(idx)
+                n = part.num_rows
+                empty = (
+                    pa.nulls(n, fld.type) if fld.nullable else pa.repeat(pa.scalar("", fld.type), n)
+                )
+                part = part.set_column(idx, fld, empty)
+            yield part
+
+    digest, size, rows = write_parquet_parts_atomic(
+        store.root / rel, schema, parts(), store.compression, store.compression_level,
+        store.root, ROW_GROUP_ROWS,
+    )  # fmt: skip
     return ShardFile(f["table"], rel, rows, digest, size)
 
 

@@ -23,7 +23,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,14 +202,34 @@ def write_parquet_atomic(
     within: Path | None = None,
 ) -> tuple[str, int]:
     """Write a Parquet file atomically; return (sha256, bytes) for the manifest."""
+    digest, size, _ = write_parquet_parts_atomic(path, data.schema, [data], compression, level,
+                                                 within)  # fmt: skip
+    return digest, size
+
+
+def write_parquet_parts_atomic(
+    path: Path,
+    schema: pa.Schema,
+    parts: Iterable[pa.Table],
+    compression: str = "zstd",
+    level: int | None = 3,
+    within: Path | None = None,
+    row_group_size: int | None = None,
+) -> tuple[str, int, int]:
+    """Write `parts` (read lazily: one in memory at a time) as one Parquet file atomically;
+    return (sha256, bytes, rows) for the manifest."""
     kwargs: dict[str, Any] = {"compression": None if compression == "none" else compression}
     if compression == "zstd" and level is not None:
         kwargs["compression_level"] = level
+    rows = 0
     with atomic_path(path, within) as tmp:
-        pq.write_table(data, tmp, **kwargs)
+        with pq.ParquetWriter(tmp, schema, **kwargs) as writer:
+            for part in parts:
+                writer.write_table(part, row_group_size)
+                rows += part.num_rows
         digest = sha256_file(tmp)
         size = tmp.stat().st_size
-    return digest, size
+    return digest, size, rows
 
 
 @dataclass(frozen=True)
@@ -252,4 +272,5 @@ __all__ = [
     "sha256_file",
     "utcnow",
     "write_parquet_atomic",
+    "write_parquet_parts_atomic",
 ]

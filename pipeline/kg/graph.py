@@ -22,6 +22,7 @@ with warnings.catch_warnings():  # qwikidata's typedefs use a deprecated TypedDi
 
 from pipeline.core.contracts import conform
 from pipeline.core.errors import BadInputError
+from pipeline.core.parquet_sql import path_list
 from pipeline.kg.dump import part_files
 from pipeline.kg.entity_parse import GREGORIAN
 from schemas.tables import EDGES, ENTITIES
@@ -214,10 +215,6 @@ def literal_id(row: dict) -> str:
 # ---- the graph -----------------------------------------------------------------------------
 
 
-def _files_sql(paths: Sequence[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
-
-
 class KnowledgeGraph:
     """Filtered candidate edges, entity labels and passage links of one ingest directory."""
 
@@ -250,7 +247,7 @@ class KnowledgeGraph:
         files = part_files(self.kg_dir, table)
         if files:
             self.con.execute(
-                f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_files_sql(files)})"
+                f"CREATE VIEW {table} AS SELECT * FROM read_parquet({path_list(files)})"
             )
         else:
             self.con.register("_empty", pa.Table.from_pylist([], schema=schema))

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.core.contracts import conform, read_shard
-from pipeline.core.io import atomic_path, content_key, sha256_file
-from pipeline.store.store import COMPACTED, Listed, ShardFile, Store, build_catalog
+from pipeline.core.io import content_key, write_parquet_parts_atomic
+from pipeline.store.store import COMPACTED, Listed, ShardFile, Store, build_catalog, live_groups
 from schemas.tables import schema_for
 
 log = logging.getLogger(__name__)
@@ -102,28 +102,21 @@ def _fold(store: Store, table: str, folder: str, files: list[dict[str, Any]]) ->
     """One file of `files` (each contract-checked as it is read), written atomically; its name
     is a hash of its sources, so a rerun after a crash writes the same file again."""
     rel = f"{folder}/{COMPACTED}-{content_key({'files': [f['sha256'] for f in files]})}.parquet"
-    target = store.root / rel
-    schema = schema_for(table)
-    codec = store.compression
-    opts: dict[str, Any] = {"compression": None if codec == "none" else codec}
-    if codec == "zstd":
-        opts["compression_level"] = store.compression_level
-    rows = 0
-    with atomic_path(target, store.root) as tmp:
-        with pq.ParquetWriter(tmp, schema, **opts) as writer:
-            pending: list[pa.Table] = []
-            held = 0
-            for f in files:
-                part = conform(table, read_shard(store.root / f["path"], table))
-                pending.append(part)
-                held += part.num_rows
-                rows += part.num_rows
-                if held >= ROW_GROUP_ROWS:
-                    writer.write_table(pa.concat_tables(pending), ROW_GROUP_ROWS)
-                    pending, held = [], 0
-            if pending:
-                writer.write_table(pa.concat_tables(pending), ROW_GROUP_ROWS)
-        digest, size = sha256_file(tmp), tmp.stat().st_size
+
+    def parts() -> Iterator[pa.Table]:  # the shards, gathered into row groups
+        pending: list[pa.Table] = []
+        for f in files:
+            pending.append(conform(table, read_shard(store.root / f["path"], table)))
+            if sum(p.num_rows for p in pending) >= ROW_GROUP_ROWS:
+                yield pa.concat_tables(pending)
+                pending = []
+        if pending:
+            yield pa.concat_tables(pending)
+
+    digest, size, rows = write_parquet_parts_atomic(
+        store.root / rel, schema_for(table), parts(), store.compression,
+        store.compression_level, store.root, ROW_GROUP_ROWS,
+    )  # fmt: skip
     return ShardFile(table, rel, rows, digest, size)
 
 
@@ -149,11 +142,11 @@ def _facts(store: Store, run_id: str, folded: list[ShardFile]) -> ShardFile | No
     tbl = tbl.select(schema.names).cast(schema)
     folder = Path(curriculum[0].path).parent.as_posix().replace("/curriculum/", "/record_facts/", 1)
     rel = f"{folder}/{COMPACTED}-{content_key({'files': [curriculum[0].sha256]})}.parquet"
-    target = store.root / rel
-    with atomic_path(target, store.root) as tmp:
-        pq.write_table(tbl, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-        digest, size = sha256_file(tmp), tmp.stat().st_size
-    return ShardFile("record_facts", rel, tbl.num_rows, digest, size)
+    digest, size, rows = write_parquet_parts_atomic(
+        store.root / rel, schema, [tbl], store.compression, store.compression_level,
+        store.root, ROW_GROUP_ROWS,
+    )  # fmt: skip
+    return ShardFile("record_facts", rel, rows, digest, size)
 
 
 def superseded_files(store: Store, run_id: str, before: dt.datetime | None) -> list[Path]:
@@ -162,7 +155,7 @@ def superseded_files(store: Store, run_id: str, before: dt.datetime | None) -> l
     if before is None:
         return []
     lines = store.manifest_lines(run_id)
-    live = {f["path"] for e in store.manifest(run_id).values() for f in e["files"]}
+    live = {f["path"] for e in live_groups(lines).values() for f in e["files"]}
     replaced: set[str] = set()
     for i, entry in enumerate(lines):
         if entry["shard"] != COMPACTED:

@@ -24,7 +24,7 @@ import duckdb
 from pipeline.core.contracts import conform
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow, write_parquet_atomic
-from pipeline.store.parquet_sql import files_select, path_list
+from pipeline.core.parquet_sql import files_select, path_list
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
 
 REVIEWS_DIR = "reviews"

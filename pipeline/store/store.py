@@ -34,7 +34,7 @@ from pipeline.core.io import (
     utcnow,
     write_parquet_atomic,
 )
-from pipeline.store.parquet_sql import files_select, path_list
+from pipeline.core.parquet_sql import files_select, path_list
 from pipeline.store.reviews import attach_reviews, review_files
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
@@ -103,6 +103,36 @@ class ShardFile:
     rows: int
     sha256: str
     bytes: int
+
+
+def read_manifest(path: Path) -> list[dict[str, Any]]:
+    """The committed lines of a manifest file, in commit order (none when it is missing)."""
+    out: list[dict[str, Any]] = []
+    if not path.exists():
+        return out
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                entry = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                # Only a crash during the final append can leave a torn line.
+                log.warning("%s:%d: ignoring torn manifest line", path, lineno)
+                continue
+            out.append(entry)
+    return out
+
+
+def live_groups(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The live shard groups of manifest `lines`, by shard name: a later line wins, and a
+    compacted group replaces the groups it covers."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in lines:
+        for name in entry.get("covers", ()):
+            out.pop(name, None)
+        out[entry["shard"]] = entry
+    return out
 
 
 @dataclass(frozen=True)
@@ -204,33 +234,12 @@ class Store:
             os.fsync(fh.fileno())
 
     def manifest(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """The live shard groups of a run, by shard name: a later line wins, and a compacted
-        group replaces the groups it covers."""
-        out: dict[str, dict[str, Any]] = {}
-        for entry in self.manifest_lines(run_id):
-            for name in entry.get("covers", ()):
-                out.pop(name, None)
-            out[entry["shard"]] = entry
-        return out
+        """The live shard groups of a run, by shard name (`live_groups`)."""
+        return live_groups(self.manifest_lines(run_id))
 
     def manifest_lines(self, run_id: str) -> list[dict[str, Any]]:
         """Every committed line of a run's manifest, in commit order (torn lines skipped)."""
-        path = self.run_dir(run_id) / "manifest.jsonl"
-        out: list[dict[str, Any]] = []
-        if not path.exists():
-            return out
-        with path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    entry = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    # Only a crash during the final append can leave a torn line.
-                    log.warning("%s:%d: ignoring torn manifest line", path, lineno)
-                    continue
-                out.append(entry)
-        return out
+        return read_manifest(self.run_dir(run_id) / "manifest.jsonl")
 
     def commit_once(
         self, table: str, run_id: str, run_date: dt.date, shard: str, rows: list[dict]
@@ -450,5 +459,7 @@ __all__ = [
     "build_catalog",
     "check_catalog_file",
     "connect_readonly",
+    "live_groups",
+    "read_manifest",
     "views_sql",
 ]

@@ -11,9 +11,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+def sql_string(value: Path | str) -> str:
+    """An SQL string literal (for statements that cannot take bound parameters: views,
+    ATTACH)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def path_list(paths: Iterable[Path | str]) -> str:
     """An SQL list literal of file paths (a view cannot take bound parameters)."""
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(sql_string(p) for p in paths) + "]"
 
 
 def files_select(listing: str, hive: bool, empty: str) -> str:
