@@ -330,12 +330,12 @@ class Store:
 
         `artifacts` maps non-sharded tables (passages, entities, ...) to their current files.
         `kg_rejects` (the Wikidata ingest's reject parts) joins the runs' rejects in the
-        `rejects` view. Every file's schema is checked against its contract first, but a
-        compacted run's, which its compaction checked.
+        `rejects` view. Every file's schema is checked against its contract first, but those a
+        compaction wrote under this SCHEMA_VERSION (checked as they were written).
         """
         check_catalog_file(self.catalog_path, must_exist=False)  # never replace a user's file
         listing = self.committed_listing()
-        for item in listing:  # a compaction checked its files when it wrote them
+        for item in listing:
             if not item.checked:
                 check_schema(item.table, pq.read_schema(item.path), where=str(item.path))
         runs = sorted((self.root / "runs").glob("*/run.parquet"))
