@@ -856,9 +856,10 @@ FROM record_facts f
 JOIN record_verdicts v ON v.record_id = f.record_id;
 
 -- record_facets: the values each filter of the records page offers, in the order it offers
--- them (one row of lists; unnesting every record's gate verdicts on each page view cost more
--- than the page itself).
-CREATE OR REPLACE TABLE record_facets AS
+-- them (one row of lists). The record browser stores it in its own index once per refresh
+-- (pipeline/browse/catalog_reader.py): unnesting every record's gate verdicts on each page
+-- view cost more than the page itself, and landing does not pay for what only a browser reads.
+CREATE OR REPLACE VIEW record_facets AS
 WITH v AS MATERIALIZED (
     SELECT DISTINCT run_id, gate_rejection, task_type, hop_count, gate_verdicts
     FROM record_gated
@@ -874,6 +875,3 @@ SELECT
         WHERE hop_count IS NOT NULL)) AS hop_count,
     (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT g.gate AS x FROM g)) AS gate,
     (SELECT list(x ORDER BY x) FROM (SELECT DISTINCT g.verdict AS x FROM g)) AS gate_verdict;
-
--- run_funnel: the funnel view per run, as of the refresh (the runs page).
-CREATE OR REPLACE TABLE run_funnel AS SELECT * FROM funnel;

@@ -9,7 +9,8 @@ even during a rebuild, is seen at once.
 The records page's index is the browser's own: the catalog's `record_index` view (each run's
 record_facts joined with the verdicts) stored once per catalog refresh in a DuckDB file beside
 the catalog (`<catalog>.browse.duckdb`), sorted by V so that a page reads its first row
-groups only. The first request after a refresh builds it (seconds at a million records);
+groups only, with the filters' values (`record_facets`) and each run's funnel (`run_funnel`,
+the runs page). The first request after a refresh builds it (seconds at a million records);
 landing does not pay for it (issue 28), and a store nobody browses never builds it.
 """
 
@@ -30,6 +31,8 @@ from pipeline.store.store import connect_readonly
 
 # The browser's copy of record_index: what a records page filters, sorts and searches on.
 INDEX_SQL = "SELECT * FROM record_index ORDER BY v_key DESC, record_id DESC"
+# Small tables stored beside it: the catalog's view each is read from.
+SMALL_TABLES = {"record_facets": "record_facets", "run_funnel": "funnel"}
 
 
 def index_path(catalog: Path) -> Path:
@@ -51,8 +54,11 @@ def snapshot_link(catalog: Path, ino: int) -> Path:
 
 
 def _index_refreshed_at(path: Path) -> object:
+    """The refresh the index at `path` was built for (None: none, or one built by a release
+    that stored fewer tables)."""
     try:
         with duckdb.connect(str(path), read_only=True) as con:
+            con.execute(f"SELECT 1 FROM {', '.join(SMALL_TABLES)} LIMIT 0").fetchall()
             ((at,),) = con.execute("SELECT refreshed_at FROM index_info").fetchall()
             return at
     except (duckdb.Error, ValueError):
@@ -63,15 +69,18 @@ def build_index(
     con: duckdb.DuckDBPyConnection, path: Path, refreshed_at: object, memory_limit: str
 ) -> None:
     """The catalog's record_index (read on `con`) stored at `path` for the catalog refreshed
-    at `refreshed_at`, streamed in record batches and renamed into place whole; the writing
-    side under the reader's own memory limit."""
+    at `refreshed_at`, streamed in record batches, with the SMALL_TABLES, and renamed into
+    place whole; the writing side under the reader's own memory limit."""
     con.execute("SET enable_progress_bar = false")  # a server's log, not a terminal
-    reader = con.sql(INDEX_SQL).to_arrow_reader(20_000)
     config = {"memory_limit": memory_limit, "threads": 1}
     with atomic_path(path) as tmp, duckdb.connect(str(tmp), config=config) as out:
-        out.register("_rows", reader)
-        out.execute("CREATE TABLE record_index AS SELECT * FROM _rows")
-        out.unregister("_rows")
+        tables = {"record_index": INDEX_SQL} | {
+            name: f"SELECT * FROM {view}" for name, view in SMALL_TABLES.items()
+        }
+        for name, sql in tables.items():
+            out.register("_rows", con.sql(sql).to_arrow_reader(20_000))
+            out.execute(f"CREATE TABLE {name} AS SELECT * FROM _rows")
+            out.unregister("_rows")
         sql = "CREATE TABLE index_info AS SELECT ?::TIMESTAMPTZ AS refreshed_at"
         out.execute(sql, [refreshed_at])
         out.execute("CHECKPOINT")
@@ -135,11 +144,13 @@ class CatalogReader:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor on the current catalog file, with the reviews on disk now and the
-        browser's index standing in for the catalog's record_index view."""
+        browser's index standing in for the catalog's record_index and record_facets views
+        (and giving the runs page its run_funnel)."""
         con, root = self._current()
         cur = con.cursor()
         attach_reviews(cur, root)
-        cur.execute("CREATE TEMP VIEW record_index AS SELECT * FROM browse_index.record_index")
+        for name in ("record_index", *SMALL_TABLES):
+            cur.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM browse_index.{name}")
         return cur
 
     def root(self) -> Path:

@@ -175,7 +175,7 @@ def records_page(
 
 
 def facets(con: duckdb.DuckDBPyConnection) -> dict[str, list[Any]]:
-    """The values the filters offer (materialised with the index at refresh: one row)."""
+    """The values the filters offer (stored with the browser's index: one row)."""
     cur = con.execute(
         "SELECT run_id, rejected_by, task_type, hop_count, gate, gate_verdict FROM record_facets"
     )
@@ -184,7 +184,8 @@ def facets(con: duckdb.DuckDBPyConnection) -> dict[str, list[Any]]:
 
 
 def runs_overview(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Every run, newest first, with its funnel (materialised at refresh) and its time."""
+    """Every run, newest first, with its funnel (stored with the browser's index) and its
+    time."""
     cur = con.execute(
         "SELECT r.run_id, r.status, r.started_at, r.finished_at, r.config_hash, r.profile, "
         "r.shards_completed, r.shards_planned, f.* EXCLUDE (run_id) "
