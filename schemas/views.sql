@@ -414,8 +414,10 @@ paired AS (
     SELECT
         r.run_id, r.method, r.v AS v_real, a.v AS v_answer_only
     FROM control_scores r
+    -- run_id too (a record has one): a filter on the run then reaches both scans
     JOIN control_scores a
-      ON a.record_id = r.record_id AND a.method = r.method AND a.control = 'answer_only'
+      ON a.run_id = r.run_id AND a.record_id = r.record_id AND a.method = r.method
+     AND a.control = 'answer_only'
     WHERE r.control = 'real'
 )
 SELECT
