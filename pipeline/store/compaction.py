@@ -152,21 +152,28 @@ def _facts(store: Store, run_id: str, folded: list[ShardFile]) -> ShardFile | No
 def superseded_files(store: Store, run_id: str, before: dt.datetime | None) -> list[Path]:
     """Files named by a run's manifest that no live group lists, of groups replaced by a
     compaction committed before `before` (None: none yet)."""
+    return sorted(store.root / p for rel in _replaced(store, run_id, before) for p in rel)
+
+
+def _replaced(store: Store, run_id: str, before: dt.datetime | None) -> list[list[str]]:
+    """Per compaction line committed before `before`, the files it replaced that no earlier
+    line did and no live group lists, sorted (disjoint lists of paths under the root)."""
     if before is None:
         return []
     lines = store.manifest_lines(run_id)
     live = {f["path"] for e in live_groups(lines).values() for f in e["files"]}
-    replaced: set[str] = set()
+    seen: set[str] = set(live)
+    out = []
     for i, entry in enumerate(lines):
         if entry["shard"] != COMPACTED:
             continue
         if dt.datetime.fromisoformat(entry["committed_at"]) >= before:
             continue
         names = set(entry.get("covers", ())) | {COMPACTED}
-        for earlier in lines[:i]:
-            if earlier["shard"] in names:
-                replaced.update(f["path"] for f in earlier["files"])
-    return sorted(store.root / p for p in replaced - live)
+        paths = {f["path"] for e in lines[:i] if e["shard"] in names for f in e["files"]}
+        out.append(sorted(paths - seen))
+        seen |= paths
+    return out
 
 
 def catalog_refreshed_at(store: Store) -> dt.datetime | None:
@@ -185,16 +192,22 @@ def sweep(store: Store) -> list[Path]:
     """Delete the files compactions replaced, once the catalog no longer names them (it was
     rebuilt after the compaction's line), and with them the dot-named leftovers a killed write
     left in those runs' folders (no writer works in a finished run's folders); the deleted
-    paths. Every run is looked at: a compaction killed before its sweep is finished later."""
+    paths. Every run is looked at: a compaction killed before its sweep is finished later.
+    A compaction's files go in reverse order, its first last: while that one exists, some
+    are left, and once it is gone the compaction was swept (a year of nights costs one
+    stat a compaction, not one per replaced file)."""
     before = catalog_refreshed_at(store)
     gone = []
     for run_id in store.run_ids():
-        replaced = [p for p in superseded_files(store, run_id, before) if p.exists()]
-        for path in replaced:
-            path.unlink()
-            gone.append(path)
-        if replaced:
-            for folder in {p.parent for p in replaced}:
+        for rel in _replaced(store, run_id, before):
+            if not rel or not (store.root / rel[0]).exists():
+                continue
+            paths = [store.root / p for p in rel]
+            for path in reversed(paths):
+                if path.exists():
+                    path.unlink()
+                    gone.append(path)
+            for folder in {p.parent for p in paths}:
                 for leftover in folder.glob(".*.tmp-*"):
                     leftover.unlink(missing_ok=True)
     return gone
