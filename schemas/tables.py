@@ -22,7 +22,7 @@ from schemas.artifact_tables import (
     SELECTOR_USAGE,
     SUBGRAPHS,
 )
-from schemas.derived_tables import record_facts
+from schemas.derived_tables import control_facts, record_facts
 from schemas.fields import DOCS, KG_PATH, SCHEMA_VERSION, TS, contract, f
 from schemas.quality_tables import (
     BENCHMARK_CHECKS,
@@ -194,6 +194,7 @@ CURRICULUM = contract(
 
 # Derived from a run's curriculum shards when the run is compacted (schemas/derived_tables.py).
 RECORD_FACTS = record_facts(CURRICULUM)
+CONTROL_FACTS = control_facts()
 
 SOLVER_ROLLOUTS = contract(
     "solver_rollouts",
@@ -514,6 +515,7 @@ TABLES: dict[str, pa.Schema] = {
         SELECTOR_STATE,
         CURRICULUM,
         RECORD_FACTS,
+        CONTROL_FACTS,
         SOLVER_ROLLOUTS,
         EVALACT_SEGMENTS,
         ARR_TURNS,
@@ -555,6 +557,7 @@ __all__ = [
     "BENCHMARK_CHECKS",
     "BENCHMARK_MATCHES",
     "CLUSTERS",
+    "CONTROL_FACTS",
     "CONTROL_SCORES",
     "CURRICULUM",
     "DECONTAMINATION_RUNS",

@@ -209,12 +209,13 @@ FROM c
 LEFT JOIN verifier_thresholds_of(cur, ctl) t ON t.run_id = c.run_id;
 
 -- Every record's facts: the compacted runs' files, and the rest computed from their shards
--- (the store lists each side's files: record_facts_files, curriculum_unfactored and
--- control_scores_unfactored).
+-- (the store lists each side's files: record_facts_files, curriculum_without_record_facts and
+-- control_scores_without_record_facts).
 CREATE OR REPLACE VIEW record_facts AS
 SELECT * EXCLUDE (run_date) FROM record_facts_files
 UNION ALL BY NAME
-SELECT * FROM record_facts_of('curriculum_unfactored', 'control_scores_unfactored');
+SELECT * FROM record_facts_of('curriculum_without_record_facts',
+                              'control_scores_without_record_facts');
 
 -- The latest review of each record: reviews are append-only (a file per submission under
 -- <out>/reviews/), and a later verdict replaces an earlier one.
@@ -387,7 +388,7 @@ ORDER BY run_id, position;
 -- Mann-Whitney over average ranks, ties counted half, so a verifier with V = 0 everywhere
 -- scores exactly 0.5 — and the share of records whose answer-only V is >= their real V (the
 -- verifier rewarding the answer string rather than evidence).
-CREATE OR REPLACE VIEW verifier_controls AS
+CREATE OR REPLACE MACRO verifier_controls_of(ctl) AS TABLE
 WITH ranked AS (
     SELECT
         run_id, method, control, v,
@@ -395,10 +396,10 @@ WITH ranked AS (
             + (count(*) OVER (PARTITION BY run_id, method, pair, v) - 1) / 2.0 AS avg_rank,
         pair
     FROM (
-        SELECT run_id, method, control, v, 'shuffled' AS pair FROM control_scores
+        SELECT run_id, method, control, v, 'shuffled' AS pair FROM query_table(ctl)
         WHERE control IN ('real', 'shuffled')
         UNION ALL
-        SELECT run_id, method, control, v, 'off_topic' AS pair FROM control_scores
+        SELECT run_id, method, control, v, 'off_topic' AS pair FROM query_table(ctl)
         WHERE control IN ('real', 'off_topic')
     )
 ),
@@ -413,9 +414,9 @@ auc AS (
 paired AS (
     SELECT
         r.run_id, r.method, r.v AS v_real, a.v AS v_answer_only
-    FROM control_scores r
+    FROM query_table(ctl) r
     -- run_id too (a record has one): a filter on the run then reaches both scans
-    JOIN control_scores a
+    JOIN query_table(ctl) a
       ON a.run_id = r.run_id AND a.record_id = r.record_id AND a.method = r.method
      AND a.control = 'answer_only'
     WHERE r.control = 'real'
@@ -431,7 +432,7 @@ SELECT
     any_value(s.auc) AS auc_real_vs_shuffled,
     any_value(o.auc) AS auc_real_vs_off_topic,
     any_value(l.share) AS answer_only_ge_real_share
-FROM control_scores c
+FROM query_table(ctl) c
 LEFT JOIN (
     SELECT run_id, method, (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0) AS auc
     FROM auc WHERE pair = 'shuffled' AND n1 > 0 AND n0 > 0
@@ -445,6 +446,15 @@ LEFT JOIN (
     FROM paired GROUP BY ALL
 ) l ON l.run_id = c.run_id AND l.method = c.method
 GROUP BY c.run_id, c.method;
+
+-- Every run's: the compactions' files (contract control_facts, written once per run), and the
+-- rest computed from their control scores (the store lists each side's files).
+CREATE OR REPLACE VIEW control_facts AS
+SELECT * EXCLUDE (run_date) FROM control_facts_files
+UNION ALL BY NAME
+SELECT * FROM verifier_controls_of('control_scores_without_control_facts');
+
+CREATE OR REPLACE VIEW verifier_controls AS SELECT * FROM control_facts;
 
 -- Shortcut and uniqueness gates per run (gates.shortcut / gates.uniqueness): how many records
 -- each checked and flagged, and the solvers' mean accuracies on the checked multi-hop records.

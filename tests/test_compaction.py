@@ -29,10 +29,11 @@ from pipeline.catalog.export import export_curriculum  # noqa: E402
 from pipeline.store.compaction import (  # noqa: E402
     compact_finished,
     compact_run,
+    needs_compaction,
     superseded_files,
     sweep,
 )
-from pipeline.store.store import COMPACTED, Store, connect_readonly  # noqa: E402
+from pipeline.store.store import COMPACTED, ShardFile, Store, connect_readonly  # noqa: E402
 
 NIGHTS, RECORDS, SHARD = 3, 120, 40
 
@@ -190,6 +191,38 @@ def test_a_run_resumed_after_compaction_adds_groups_that_the_next_compaction_fol
             [run_id, run_id],
         ).fetchall()
     assert n == distinct == facts == RECORDS + 5
+
+
+def test_a_run_compacted_before_a_derived_table_existed_gets_it_and_keeps_its_files(
+    history, tmp_path
+):
+    store = copy_of(history, tmp_path / "out")
+    run_id = run_name(1)
+    compact_run(store, run_id)
+    entry = store.manifest(run_id)[COMPACTED]
+    # what a release before control_facts committed: the same group without it
+    fields = ("table", "path", "rows", "sha256", "bytes")
+    older = [ShardFile(*(f[k] for k in fields)) for f in entry["files"]]
+    store.commit(
+        run_id, COMPACTED, [f for f in older if f.table != "control_facts"], covers=entry["covers"]
+    )
+    store.refresh_catalog(artifacts(store.root))
+    sql = "SELECT * FROM verifier_controls WHERE run_id = ? ORDER BY ALL"
+    with connect_readonly(store.catalog_path) as con:
+        live = con.execute(sql, [run_id]).fetchall()  # computed from the control scores
+    assert live and needs_compaction(store, run_id)
+
+    (added,) = [c for c in compact_finished(store) if c.run_id == run_id]
+    assert added.rows == {"control_facts": len(live)}
+    again = store.manifest(run_id)[COMPACTED]
+    assert sorted(again["files"], key=str) == sorted(entry["files"], key=str)  # none rewritten
+    assert not needs_compaction(store, run_id)
+    store.refresh_catalog(artifacts(store.root))
+    with connect_readonly(store.catalog_path) as con:
+        assert same(rounded(con.execute(sql, [run_id]).fetchall()), rounded(live))
+        assert con.execute(
+            "SELECT count(*) FROM control_facts_files WHERE run_id = ?", [run_id]
+        ).fetchall() == [(len(live),)]
 
 
 def test_sweep_waits_for_a_catalog_that_no_longer_names_the_old_files(history, tmp_path):

@@ -1,6 +1,6 @@
 """Compaction of a finished run (issue 28): its shard groups become one file per table and
-partition, plus the run's record_facts, so a year of nights is read from a few files a night
-and its verdicts from facts settled once.
+partition, plus the tables derived from the run alone (its record_facts and control_facts), so
+a year of nights is read from a few files a night and its verdicts from facts settled once.
 
 Crash safety follows the store's one rule, a file is visible only once a manifest line names
 it. The compacted files are written atomically under names derived from their sources (a
@@ -25,7 +25,15 @@ import pyarrow as pa
 
 from pipeline.core.contracts import conform, read_shard
 from pipeline.core.io import content_key, write_parquet_parts_atomic
-from pipeline.store.store import COMPACTED, Listed, ShardFile, Store, build_catalog, live_groups
+from pipeline.store.store import (
+    COMPACTED,
+    DERIVED_FROM,
+    Listed,
+    ShardFile,
+    Store,
+    build_catalog,
+    live_groups,
+)
 from schemas.tables import schema_for
 
 log = logging.getLogger(__name__)
@@ -45,7 +53,15 @@ class Compacted:
 
 
 def needs_compaction(store: Store, run_id: str) -> bool:
-    return bool(set(store.manifest(run_id)) - {COMPACTED})
+    live = store.manifest(run_id)
+    return bool(set(live) - {COMPACTED}) or bool(_missing_derived(live.get(COMPACTED)))
+
+
+def _missing_derived(entry: dict[str, Any] | None) -> list[str]:
+    """The DERIVED_FROM tables a compacted group lacks though it holds their first source (a
+    release before them compacted it)."""
+    tables = {f["table"] for f in (entry or {}).get("files", ())}
+    return [t for t, sources in DERIVED_FROM.items() if sources[0] in tables and t not in tables]
 
 
 def compact_finished(store: Store) -> list[Compacted]:
@@ -70,10 +86,11 @@ def compact_finished(store: Store) -> list[Compacted]:
 
 
 def compact_run(store: Store, run_id: str) -> Compacted | None:
-    """Fold the run's live shard groups into its compacted group (None: nothing to fold)."""
+    """Fold the run's live shard groups into its compacted group, or add the derived tables
+    a compacted run lacks (None: nothing to do)."""
     live = store.manifest(run_id)
     if not set(live) - {COMPACTED}:
-        return None
+        return _add_derived(store, run_id, live.get(COMPACTED))
     covers = sorted(
         {name for name in live if name != COMPACTED}
         | set(live.get(COMPACTED, {}).get("covers", ()))
@@ -84,18 +101,30 @@ def compact_run(store: Store, run_id: str) -> Compacted | None:
     sources: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for name in order:
         for f in live[name]["files"]:
-            if f["table"] != "record_facts":  # derived again below
+            if f["table"] not in DERIVED_FROM:  # derived again below
                 sources.setdefault((f["table"], str(Path(f["path"]).parent)), []).append(f)
     written = [_fold(store, table, folder, files) for (table, folder), files in sources.items()]
-    facts = _facts(store, run_id, written)
-    if facts is not None:
-        written.append(facts)
+    written += _derived(store, run_id, written)
     store.commit(run_id, COMPACTED, written, covers=covers)
     rows: dict[str, int] = {}
     for w in written:
         rows[w.table] = rows.get(w.table, 0) + w.rows
     files_in = sum(len(v) for v in sources.values())
     return Compacted(run_id, len(live), files_in, len(written), rows)
+
+
+def _add_derived(store: Store, run_id: str, entry: dict[str, Any] | None) -> Compacted | None:
+    """The compacted group again, its files kept, with the derived tables it lacks: one
+    manifest line, like any compaction (None: it lacks none)."""
+    missing = _missing_derived(entry)
+    if entry is None or not missing:
+        return None
+    kept = [
+        ShardFile(f["table"], f["path"], f["rows"], f["sha256"], f["bytes"]) for f in entry["files"]
+    ]
+    added = _derived(store, run_id, kept, missing)
+    store.commit(run_id, COMPACTED, kept + added, covers=list(entry.get("covers", ())))
+    return Compacted(run_id, 1, len(kept), len(kept) + len(added), {w.table: w.rows for w in added})
 
 
 def _fold(store: Store, table: str, folder: str, files: list[dict[str, Any]]) -> ShardFile:
@@ -120,33 +149,44 @@ def _fold(store: Store, table: str, folder: str, files: list[dict[str, Any]]) ->
     return ShardFile(table, rel, rows, digest, size)
 
 
-def _facts(store: Store, run_id: str, folded: list[ShardFile]) -> ShardFile | None:
-    """The run's record_facts, by the catalog's own SQL (`record_facts_of` in views.sql) over
-    the run's compacted curriculum and control scores only, in memory."""
-    curriculum = [f for f in folded if f.table == "curriculum"]
-    if not curriculum:
-        return None
-    listing = [
-        Listed(run_id, f.table, store.root / f.path, True)
-        for f in folded
-        if f.table in ("curriculum", "control_scores")
-    ]
+# The SQL each derived table is computed by over the run's own files (views.sql's macros), in
+# the order its file is written (V first: a browser's page reads the first row groups).
+DERIVED_SQL = {
+    "record_facts": "SELECT * FROM record_facts_of('curriculum', 'control_scores') "
+    "ORDER BY verifier_v DESC NULLS LAST, record_id",
+    "control_facts": "SELECT * FROM verifier_controls_of('control_scores') ORDER BY method",
+}
+
+
+def _derived(
+    store: Store, run_id: str, folded: list[ShardFile], tables: list[str] | None = None
+) -> list[ShardFile]:
+    """The run's DERIVED_FROM tables (or those of `tables`), by the catalog's own SQL over the
+    run's compacted files only, in memory; one whose first source the run lacks is not
+    written."""
+    listing = [Listed(run_id, f.table, store.root / f.path, True) for f in folded]
+    out = []
     with duckdb.connect() as con:
         build_catalog(con, listing, [], {})
-        tbl = con.sql(
-            "SELECT * FROM record_facts_of('curriculum', 'control_scores') "
-            "ORDER BY verifier_v DESC NULLS LAST, record_id"
-        ).to_arrow_table()
-    # DuckDB names UTC Etc/UTC: the same instants, cast to the contract's type
-    schema = schema_for("record_facts")
-    tbl = tbl.select(schema.names).cast(schema)
-    folder = Path(curriculum[0].path).parent.as_posix().replace("/curriculum/", "/record_facts/", 1)
-    rel = f"{folder}/{COMPACTED}-{content_key({'files': [curriculum[0].sha256]})}.parquet"
-    digest, size, rows = write_parquet_parts_atomic(
-        store.root / rel, schema, [tbl], store.compression, store.compression_level,
-        store.root, ROW_GROUP_ROWS,
-    )  # fmt: skip
-    return ShardFile("record_facts", rel, rows, digest, size)
+        for table, sources in DERIVED_FROM.items():
+            if tables is not None and table not in tables:
+                continue
+            source = next((f for f in folded if f.table == sources[0]), None)
+            if source is None:
+                continue
+            tbl = con.sql(DERIVED_SQL[table]).to_arrow_table()
+            # DuckDB names UTC Etc/UTC: the same instants, cast to the contract's type
+            schema = schema_for(table)
+            tbl = tbl.select(schema.names).cast(schema)
+            folder = Path(source.path).parent.as_posix()
+            folder = folder.replace(f"/{sources[0]}/", f"/{table}/", 1)
+            rel = f"{folder}/{COMPACTED}-{content_key({'files': [source.sha256]})}.parquet"
+            digest, size, rows = write_parquet_parts_atomic(
+                store.root / rel, schema, [tbl], store.compression, store.compression_level,
+                store.root, ROW_GROUP_ROWS,
+            )  # fmt: skip
+            out.append(ShardFile(table, rel, rows, digest, size))
+    return out
 
 
 def superseded_files(store: Store, run_id: str, before: dt.datetime | None) -> list[Path]:

@@ -54,10 +54,17 @@ SHARDED_TABLES = (
     "arr_turns",
     "rejects",
     "record_facts",
+    "control_facts",
 )
+# Tables a run's compaction derives (schemas/derived_tables.py), each from its sources: the
+# catalog reads a derived table's files, and computes it live for the runs that have none.
+DERIVED_FROM = {
+    "record_facts": ("curriculum", "control_scores"),
+    "control_facts": ("control_scores",),
+}
 
 # The shard name of a run's compacted group: one manifest line naming one file per table (and
-# the run's record_facts), listing in `covers` every shard group it replaces.
+# the run's DERIVED_FROM tables), listing in `covers` every shard group it replaces.
 COMPACTED = "compacted"
 
 
@@ -374,22 +381,23 @@ def build_catalog(
     artifacts: dict[str, list[Path]],
 ) -> None:
     """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
-    no files gets an empty view with the contract's columns), then views.sql. A run's
-    record_facts come from its compaction's file when it has one (`record_facts_files`), else
-    live from its curriculum and control scores (the `*_unfactored` views)."""
+    no files gets an empty view with the contract's columns), then views.sql. A derived table
+    (DERIVED_FROM) is read from the compactions' files where a run has one (`<table>_files`),
+    and computed live from its sources for the other runs (`<source>_without_<table>`)."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
-    factored = {item.run_id for item in listing if item.table == "record_facts"}
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
     for item in listing:
         files[item.table].append(item.path)
     for table in SHARDED_TABLES:
-        if table not in ("rejects", "record_facts"):
+        if table != "rejects" and table not in DERIVED_FROM:
             _create_view(con, table, files[table], hive=True)
-    _create_view(con, "record_facts", files["record_facts"], True, "record_facts_files")
-    for table in ("curriculum", "control_scores"):
-        paths = [i.path for i in listing if i.table == table and i.run_id not in factored]
-        _create_view(con, table, paths, hive=True, name=f"{table}_unfactored")
+    for derived, sources in DERIVED_FROM.items():
+        _create_view(con, derived, files[derived], True, f"{derived}_files")
+        done = {item.run_id for item in listing if item.table == derived}
+        for table in sources:
+            paths = [i.path for i in listing if i.table == table and i.run_id not in done]
+            _create_view(con, table, paths, hive=True, name=f"{table}_without_{derived}")
     # `rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
     # run_date), so one view answers "what input did the pipeline refuse".
     _create_view(con, "rejects", files["rejects"], hive=True, name="_run_rejects")
@@ -450,6 +458,7 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
 
 __all__ = [
     "COMPACTED",
+    "DERIVED_FROM",
     "SHARDED_TABLES",
     "CatalogFileError",
     "Listed",
