@@ -102,7 +102,8 @@ SELECT
     q.cluster_size AS duplicate_cluster_size
 FROM curriculum c
 LEFT JOIN contamination k ON k.record_id = c.record_id
-LEFT JOIN question_clusters q ON q.record_id = c.record_id;
+-- run_id too (a record has one): a filter on the run then reaches every scan
+LEFT JOIN question_clusters q ON q.run_id = c.run_id AND q.record_id = c.record_id;
 
 -- What each benchmark check covered, against what the catalog holds now: records landed after
 -- a check (runs_unchecked) have not been compared with that benchmark yet.
@@ -304,7 +305,7 @@ SELECT
     rv.reviewer AS reviewer,
     rv.reviewed_at AS reviewed_at
 FROM curriculum_quality q
-JOIN record_verdicts v ON v.record_id = q.record_id
+JOIN record_verdicts v ON v.run_id = q.run_id AND v.record_id = q.record_id
 LEFT JOIN review_latest rv ON rv.record_id = q.record_id;
 
 -- What the export ships by default (`curriculum export` without --where).
@@ -865,7 +866,7 @@ SELECT
     coalesce(f.difficulty, -1.0) AS difficulty_key,
     f.search_text
 FROM record_facts f
-JOIN record_verdicts v ON v.record_id = f.record_id;
+JOIN record_verdicts v ON v.run_id = f.run_id AND v.record_id = f.record_id;
 
 -- record_facets: the values each filter of the records page offers, in the order it offers
 -- them (one row of lists). The record browser stores it in its own index once per refresh

@@ -225,6 +225,28 @@ def test_a_run_compacted_before_a_derived_table_existed_gets_it_and_keeps_its_fi
         ).fetchall() == [(len(live),)]
 
 
+def test_an_export_read_a_batch_of_runs_at_a_time_is_the_same_export(
+    history, tmp_path, monkeypatch
+):
+    from pipeline.catalog import export_selection
+    from pipeline.catalog.readonly_sql import connect_audit
+
+    cat = history / "curriculum.duckdb"
+
+    def exported(label: str) -> dict:
+        res = export_curriculum(cat, tmp_path / label, formats=["jsonl"])
+        files = sorted((tmp_path / label).rglob("*.jsonl"))
+        return {"counts": res.counts, **{p.name: p.read_text() for p in files}}
+
+    whole = exported("whole")
+    monkeypatch.setattr(export_selection, "BATCH_RECORDS", RECORDS // 2)
+    with connect_audit(cat) as con:
+        assert export_selection.run_batches(con) == [[run_name(r)] for r in range(NIGHTS)]
+    assert exported("batched") == whole
+    assert whole["counts"]["exported"] > 0 and whole["counts"]["selected"] > 0
+    assert whole["dropped.jsonl"].count("\n") > NIGHTS  # rejected records of every batch
+
+
 def test_sweep_waits_for_a_catalog_that_no_longer_names_the_old_files(history, tmp_path):
     store = copy_of(history, tmp_path / "out")
     run_id = run_name(2)

@@ -123,12 +123,14 @@ def select_records(
         columns += REVIEW_COLUMNS if reviewed else ()
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
+        batches = run_batches(con, run_ids)
+        rows = []
         try:
-            # the sql.* limits, the predicate evaluated over the requested runs only
-            rel = bounded_filter(con, catalog, source, where, limits, run_ids)
-            if run_ids:
-                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
-            rows = rel.select(*columns).order("record_id").to_arrow_table().to_pylist()
+            # the sql.* limits, the predicate evaluated over the requested runs only, a batch
+            # of runs at a time
+            for rel in bounded_filter(con, catalog, source, where, limits, batches):
+                rows += rel.select(*columns).to_arrow_table().to_pylist()
+            rows.sort(key=lambda r: r["record_id"])
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except SQLLimitError as exc:
@@ -140,13 +142,13 @@ def select_records(
         attach_solver_process(con, rows, views)
         rejected = []
         if rejections and gated:
-            rel = con.table(source).filter(f"is_valid AND is_verbatim AND NOT ({where})")
-            if run_ids:
-                rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
             cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
                     "contamination_methods", "verifier_v", "v_threshold", "gold_n")  # fmt: skip
-            for r in rel.select(*cols).order("record_id").to_arrow_table().to_pylist():
-                rejected.append(view_rejection(r))
+            for batch in batches:
+                rel = con.table(source).filter(_isin("run_id", batch))
+                rel = rel.filter(f"is_valid AND is_verbatim AND NOT ({where})")
+                rejected += map(view_rejection, rel.select(*cols).to_arrow_table().to_pylist())
+            rejected.sort(key=lambda d: d.record_id)
         picked = sorted({r["run_id"] for r in rows})
         runs = []
         if picked:
@@ -167,6 +169,29 @@ def select_records(
         overall = _latest_reviews(con) if reviewed else {}
         facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
     return Selection(rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts)
+
+
+# Records a batch of runs holds at most (unless one run holds more): the verdict views' joins
+# over one batch, not a year of nights, at a time.
+BATCH_RECORDS = 20_000
+
+
+def run_batches(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] = ()) -> list[list[str]]:
+    """The runs that have records (of `run_ids` when given), in order, in batches of at most
+    BATCH_RECORDS records (a larger run alone)."""
+    rel = con.table("curriculum")
+    if run_ids:
+        rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
+    counts = rel.aggregate("run_id, count(*)", "run_id").order("run_id").fetchall()
+    batches: list[list[str]] = []
+    size = 0
+    for run_id, n in counts:
+        if not batches or size + n > BATCH_RECORDS:
+            batches.append([])
+            size = 0
+        batches[-1].append(run_id)
+        size += n
+    return batches
 
 
 # The views the dataset card reports per selected run, in its order.

@@ -24,7 +24,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,23 +165,34 @@ def bounded_filter(
     view: str,
     predicate: str | None,
     limits: SQLConfig | None,
-    run_ids: Sequence[str] = (),
-):
-    """`view` on the caller's connection narrowed to the rows whose `record_id` matches a
-    user predicate (`export --where`), the predicate evaluated by a worker under `limits`
-    (default: the sql: section's defaults) over the rows of `run_ids` (all when empty: the
-    caller narrows to them too); an empty predicate keeps every row."""
+    run_batches: Sequence[Sequence[str]],
+) -> Iterator[Any]:
+    """Per batch of runs, `view` on the caller's connection narrowed to the batch's rows whose
+    `record_id` matches a user predicate (`export --where`), the predicate evaluated by a
+    worker under `limits` (default: the sql: section's defaults) over the batch's runs; an
+    empty predicate keeps every row. Batch by batch, so that neither side holds more than a
+    batch of a year of records; each relation is valid until the next is asked for."""
     import duckdb
+    import pyarrow as pa
 
-    rel = con.table(view)
+    def runs_of(batch: Sequence[str]):
+        values = (duckdb.ConstantExpression(r) for r in batch)
+        return con.table(view).filter(duckdb.ColumnExpression("run_id").isin(*values))
+
     if predicate is None or not predicate.strip():
-        return rel
+        for batch in run_batches:
+            yield runs_of(batch)
+        return
     with BoundedSQL(catalog, limits or SQLConfig()) as session:
-        ids = session.filter_column(view, predicate, "record_id", run_ids)
-    if not ids:
-        return rel.filter(duckdb.ConstantExpression(False))
-    col = duckdb.ColumnExpression("record_id")
-    return rel.filter(col.isin(*(duckdb.ConstantExpression(i) for i in ids)))
+        for batch in run_batches:
+            ids = session.filter_column(view, predicate, "record_id", batch)
+            # a semi join with the ids as a table: an IN list of 100k constants took longer
+            # to build and evaluate than the query, and 300 MB
+            con.register("_matched_ids", pa.table({"record_id": pa.array(ids, pa.string())}))
+            try:
+                yield runs_of(batch).join(con.table("_matched_ids"), "record_id", how="semi")
+            finally:
+                con.unregister("_matched_ids")
 
 
 def _read_exact(fh, n: int, deadline: float | None) -> bytes | None:
