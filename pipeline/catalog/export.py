@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -28,6 +29,7 @@ import orjson
 from pipeline.catalog.export_card import write_card
 from pipeline.catalog.export_formats import (
     DEFAULT_ABILITY,
+    open_format,
     records_table,
     verl_table,
     write_jsonl,
@@ -43,6 +45,7 @@ from pipeline.catalog.export_selection import (
     ExportError,
     Selection,
     default_selection,
+    record_columns,
     select_records,
 )
 from pipeline.catalog.export_splits import (
@@ -54,9 +57,12 @@ from pipeline.catalog.export_splits import (
     drop_and_dedupe,
     shared_passages,
 )
+from pipeline.catalog.export_stream import stream_records
+from pipeline.catalog.readonly_sql import connect_audit
 from pipeline.core import variants
 from pipeline.core.config import SQLConfig
 from pipeline.core.io import atomic_dir, sha256_file
+from pipeline.store.store import StoreError
 from schemas.exports import (
     EXPORT_VERSION,
     RECORD_SCHEMA,
@@ -94,37 +100,41 @@ def record_rows(
     rows: Sequence[dict[str, Any]], split: str, data_source: str = DEFAULT_DATA_SOURCE
 ) -> list[dict[str, Any]]:
     """Trainer-neutral rows of one split, `index` = position in the split."""
-    return [
-        {
-            "record_id": r["record_id"],
-            "split": split,
-            "index": i,
-            "data_source": data_source,
-            "prompt": render_prompt(r["question"]),
-            "question": r["question"],
-            "answer": r["answer"],
-            "golden_answers": list(dict.fromkeys([r["answer"], *(r.get("answer_aliases") or [])])),
-            "evidence": r.get("evidence"),
-            "evidence_passage_id": r.get("evidence_passage_id"),
-            "evidence_char_start": r.get("evidence_char_start"),
-            "evidence_char_end": r.get("evidence_char_end"),
-            "source_passage_id": r["source_passage_id"],
-            "source_title": r.get("source_title"),
-            "cluster_id": r.get("cluster_id"),
-            "task_type": r.get("task_type"),
-            "hop_count": r.get("hop_count"),
-            "kg_path": r.get("kg_path"),
-            "waypoints": r.get("waypoints") or [],
-            "verifier_v": r.get("verifier_v"),
-            "difficulty": r.get("difficulty"),
-            "proposer_reward": r.get("proposer_reward"),
-            "solver_reward_mean": r.get("solver_reward_mean"),
-            "run_id": r["run_id"],
-            "config_hash": r.get("config_hash"),
-            "solver_process": r.get("solver_process"),
-        }
-        for i, r in enumerate(rows)
-    ]
+    return [record_row(r, split, i, data_source) for i, r in enumerate(rows)]
+
+
+def record_row(
+    r: dict[str, Any], split: str, index: int, data_source: str = DEFAULT_DATA_SOURCE
+) -> dict[str, Any]:
+    """One trainer-neutral row: record `r` at position `index` of `split`."""
+    return {
+        "record_id": r["record_id"],
+        "split": split,
+        "index": index,
+        "data_source": data_source,
+        "prompt": render_prompt(r["question"]),
+        "question": r["question"],
+        "answer": r["answer"],
+        "golden_answers": list(dict.fromkeys([r["answer"], *(r.get("answer_aliases") or [])])),
+        "evidence": r.get("evidence"),
+        "evidence_passage_id": r.get("evidence_passage_id"),
+        "evidence_char_start": r.get("evidence_char_start"),
+        "evidence_char_end": r.get("evidence_char_end"),
+        "source_passage_id": r["source_passage_id"],
+        "source_title": r.get("source_title"),
+        "cluster_id": r.get("cluster_id"),
+        "task_type": r.get("task_type"),
+        "hop_count": r.get("hop_count"),
+        "kg_path": r.get("kg_path"),
+        "waypoints": r.get("waypoints") or [],
+        "verifier_v": r.get("verifier_v"),
+        "difficulty": r.get("difficulty"),
+        "proposer_reward": r.get("proposer_reward"),
+        "solver_reward_mean": r.get("solver_reward_mean"),
+        "run_id": r["run_id"],
+        "config_hash": r.get("config_hash"),
+        "solver_process": r.get("solver_process"),
+    }
 
 
 # ---- catalog ---------------------------------------------------------------------------
@@ -228,17 +238,17 @@ def export_curriculum(
     leaked = shared_passages(kept, split.splits)
     if leaked:  # a bug in the grouping, never a property of the data: refuse to write it
         raise ExportError(f"split leaks {len(leaked)} passage(s), e.g. {sorted(leaked)[0]}")
-    by_split = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
-    records = {s: record_rows(by_split[s], s, data_source) for s in SPLITS}
+    place, kept_by_run = _placement(kept, split.splits)
+    sizes = Counter(split.splits)
 
-    warnings = _warnings(sel, kept, split, validation_fraction > 0 and not records["validation"])
+    warnings = _warnings(sel, kept, split, validation_fraction > 0 and not sizes["validation"])
     try:  # reward.py carries the runs' WCR alpha: one value per export
         reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
     except RewardConfigError as exc:
         raise ExportError(str(exc), "export those runs separately (--run-id)") from exc
 
     with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
-        files = _write_formats(tmp, fmts, records, ability)
+        files = _write_formats(catalog, tmp, fmts, sel, place, kept_by_run, data_source, ability)
         dropped = drops.in_order()
         write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
         files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
@@ -247,7 +257,7 @@ def export_curriculum(
             "selected": len(sel.rows),
             **drops.counts(),
             "exported": len(kept),
-            **{s: len(records[s]) for s in SPLITS},
+            **{s: sizes[s] for s in SPLITS},
         }
         per_run = {}
         for r in kept:
@@ -315,7 +325,7 @@ def _select(
     default = where == DEFAULT_WHERE
     if default:
         where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
+    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits, narrow=True)
     if reviewed_only and not sel.reviewed:
         raise ExportError(
             f"--reviewed-only: the catalog {catalog} was built before reviews existed",
@@ -444,15 +454,52 @@ def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _placement(
+    kept: list[dict[str, Any]], splits: list[str]
+) -> tuple[dict[str, tuple[str, int]], dict[str, list[str]]]:
+    """Each kept record's split and position in it (kept is in record_id order, as each
+    split is), and the kept records of each run."""
+    place: dict[str, tuple[str, int]] = {}
+    kept_by_run: dict[str, list[str]] = {}
+    at = dict.fromkeys(SPLITS, 0)
+    for r, s in zip(kept, splits, strict=True):
+        place[r["record_id"]] = (s, at[s])
+        at[s] += 1
+        kept_by_run.setdefault(r["run_id"], []).append(r["record_id"])
+    return place, kept_by_run
+
+
 def _write_formats(
-    tmp: Path, fmts: list[str], records: dict[str, list[dict[str, Any]]], ability: str
+    catalog: str | Path,
+    tmp: Path,
+    fmts: list[str],
+    sel: Selection,
+    place: dict[str, tuple[str, int]],
+    kept_by_run: dict[str, list[str]],
+    data_source: str,
+    ability: str,
 ) -> list[dict[str, Any]]:
-    """Each chosen format's folder, in registry order (pipeline/core/variants.py)."""
+    """Each chosen format's folder, in registry order (pipeline/core/variants.py), written
+    from the kept records' full rows read a batch at a time (export_stream)."""
+    scratch = tmp / ".scratch"
+    scratch.mkdir()
+    names = [n for n in variants.names("export format") if n in fmts]
+    writers = [
+        open_format(variants.load("export format", n), tmp / n, ability, scratch) for n in names
+    ]
+    try:
+        con = connect_audit(catalog)
+    except StoreError as exc:
+        raise ExportError(str(exc), exc.hint) from exc
+    with con:
+        stream_records(
+            con, record_columns(sel), sel.views, place, kept_by_run,
+            lambda r, s, i: record_row(r, s, i, data_source), writers, scratch,
+        )  # fmt: skip
     files: list[dict[str, Any]] = []
-    for name in variants.names("export format"):
-        if name in fmts:
-            written = variants.load("export format", name).write(tmp / name, records, ability)
-            files += [_file_entry(tmp, path, name, s, rows) for path, s, rows in written]
+    for name, w in zip(names, writers, strict=True):
+        files += [_file_entry(tmp, path, name, s, rows) for path, s, rows in w.close()]
+    shutil.rmtree(scratch)
     return files
 
 

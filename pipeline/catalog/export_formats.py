@@ -4,26 +4,40 @@ Which formats exist is pipeline/core/variants.py:EXPORT_FORMATS (name -> an Expo
 here); `curriculum export --format` offers its names, and `export_curriculum` writes each
 chosen format into <export>/<name>/ and lists its files in the manifest. Adding a format is an
 ExportFormat (a writer) plus one entry there.
+
+The built-in formats also stream (`ExportFormat.open`): an export hands them each split's rows a
+batch at a time, in order, so no format holds a whole split (issue 28). A format with only
+`write` gets every row at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.catalog.export_splits import SPLITS
+from pipeline.core.io import sha256_file
 from schemas.exports import EXTRA_INFO, RECORD_SCHEMA, VERL_SCHEMA
 
 DEFAULT_ABILITY = "fact-reasoning"
 
 Rows = dict[str, list[dict[str, Any]]]  # split -> trainer-neutral rows (export.record_rows)
 Written = list[tuple[Path, str | None, int | None]]  # each file written: path, split, rows
+
+
+class SplitWriter(Protocol):
+    """A format being written a batch at a time: `add` a split's rows in order (any split,
+    any number of times), then `close` once: the files, in the order the manifest lists them."""
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None: ...
+
+    def close(self) -> Written: ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,32 @@ class ExportFormat:
     # `data_files(split)` is the split's file or glob inside `folder`; of the formats exported
     # with one, the lowest `trl_rank` is the card's config. None: never the card's config.
     data_files: Callable[[str], str] | None = None
+    # open(folder, ability, scratch): the same files as `write`, streamed (see SplitWriter);
+    # `scratch` is an empty folder the writer may use until `close`. None: `write` only.
+    open: Callable[[Path, str, Path], SplitWriter] | None = None
+
+
+@dataclass
+class _Collect:
+    """A format with `write` only: its rows gathered, written at `close`."""
+
+    fmt: ExportFormat
+    folder: Path
+    ability: str
+    rows: Rows = field(default_factory=lambda: {s: [] for s in SPLITS})
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
+        self.rows[split] += rows
+
+    def close(self) -> Written:
+        return self.fmt.write(self.folder, self.rows, self.ability)
+
+
+def open_format(fmt: ExportFormat, folder: Path, ability: str, scratch: Path) -> SplitWriter:
+    """The format's streaming writer, or one that gathers the rows for its `write`."""
+    if fmt.open is None:
+        return _Collect(fmt, folder, ability)
+    return fmt.open(folder, ability, scratch)
 
 
 def records_table(records: list[dict[str, Any]]) -> pa.Table:
@@ -74,6 +114,86 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             fh.write(orjson.dumps(row) + b"\n")
 
 
+class _VerlWriter:
+    """verl/<split>.parquet, one ParquetWriter per split (the same rows as `_verl` writes)."""
+
+    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
+        folder.mkdir()
+        self.folder, self.ability = folder, ability
+        self.paths = {s: folder / f"{s}.parquet" for s in SPLITS}
+        self.writers = {
+            s: pq.ParquetWriter(p, VERL_SCHEMA, compression="zstd") for s, p in self.paths.items()
+        }
+        self.rows = dict.fromkeys(SPLITS, 0)
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
+        self.writers[split].write_table(verl_table(rows, self.ability))
+        self.rows[split] += len(rows)
+
+    def close(self) -> Written:
+        for w in self.writers.values():
+            w.close()
+        return [(self.paths[s], s, self.rows[s]) for s in SPLITS]
+
+
+class _JsonlWriter:
+    """jsonl/<split>.jsonl, appended a batch at a time."""
+
+    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
+        folder.mkdir()
+        self.paths = {s: folder / f"{s}.jsonl" for s in SPLITS}
+        self.files = {s: p.open("wb") for s, p in self.paths.items()}
+        self.rows = dict.fromkeys(SPLITS, 0)
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
+        self.files[split].write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+        self.rows[split] += len(rows)
+
+    def close(self) -> Written:
+        for fh in self.files.values():
+            fh.close()
+        return [(self.paths[s], s, self.rows[s]) for s in SPLITS]
+
+
+class _HFWriter:
+    """Each split's records staged as an Arrow stream in `scratch`, then saved by `datasets`
+    from the memory-mapped stream (as `_hf` saves the in-memory table): no split is held in
+    memory. The dataset's fingerprint is the staged file's sha256, so the same rows give the
+    same state.json."""
+
+    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
+        self.folder = folder
+        self.paths = {s: scratch / f"hf-{s}.arrow" for s in SPLITS}
+        self.sinks = {s: pa.OSFile(str(p), "wb") for s, p in self.paths.items()}
+        self.writers = {s: pa.ipc.new_stream(self.sinks[s], RECORD_SCHEMA) for s in SPLITS}
+        self.rows = dict.fromkeys(SPLITS, 0)
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
+        self.writers[split].write_table(records_table(rows))
+        self.rows[split] += len(rows)
+
+    def close(self) -> Written:
+        import datasets
+        from datasets.table import MemoryMappedTable
+
+        for s in SPLITS:
+            if not self.rows[s]:  # a batch of none: a stream without one has no column types
+                self.writers[s].write_batch(pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA))
+            self.writers[s].close()
+            self.sinks[s].close()
+        dd = datasets.DatasetDict(
+            {
+                s: datasets.Dataset(
+                    MemoryMappedTable.from_file(str(p)),
+                    split=datasets.NamedSplit(s),
+                    fingerprint=sha256_file(p)[:16],
+                )
+                for s, p in self.paths.items()
+            }
+        )
+        return _save_dataset_dict(dd, self.folder, self.rows)
+
+
 def _verl(folder: Path, records: Rows, ability: str) -> Written:
     folder.mkdir()
     out: Written = []
@@ -91,8 +211,15 @@ def _hf(folder: Path, records: Rows, ability: str) -> Written:
     dd = datasets.DatasetDict(
         {s: datasets.Dataset(t, split=datasets.NamedSplit(s)) for s, t in tables.items()}
     )
+    return _save_dataset_dict(dd, folder, {s: len(records[s]) for s in SPLITS})
+
+
+def _save_dataset_dict(dd: Any, folder: Path, rows: dict[str, int]) -> Written:
+    """`dd.save_to_disk(folder)`, quietly; its files, with the rows of each split's shards."""
+    import datasets
+
     # datasets writes no shard for an empty split, and then cannot load it back: ask for one.
-    shards = {s: 1 for s, t in tables.items() if t.num_rows == 0}
+    shards = {s: 1 for s, n in rows.items() if n == 0}
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
@@ -105,7 +232,7 @@ def _hf(folder: Path, records: Rows, ability: str) -> Written:
         if path.is_file():
             rel = path.relative_to(folder).parts
             s = rel[0] if len(rel) > 1 else None
-            out.append((path, s, len(records[s]) if s and path.suffix == ".arrow" else None))
+            out.append((path, s, rows[s] if s and path.suffix == ".arrow" else None))
     return out
 
 
@@ -124,16 +251,19 @@ VERL = ExportFormat(
     trl_train=lambda d: f"load_dataset('parquet', data_files='{d / 'train.parquet'}')['train']",
     trl_rank=2,
     data_files=lambda split: f"{split}.parquet",
+    open=_VerlWriter,
 )
 HF = ExportFormat(
     _hf,
     trl_train=lambda d: f"load_from_disk('{d}')['train']",
     trl_rank=0,
     data_files=lambda split: f"{split}/*.arrow",
+    open=_HFWriter,
 )
 JSONL = ExportFormat(
     _jsonl,
     trl_train=lambda d: f"load_dataset('json', data_files='{d / 'train.jsonl'}')['train']",
     trl_rank=1,
     data_files=lambda split: f"{split}.jsonl",
+    open=_JsonlWriter,
 )

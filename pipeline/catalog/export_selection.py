@@ -71,6 +71,26 @@ class Selection:
     # For the dataset card, the selected runs' rows of the views funnel, gate_funnel and
     # verifier_controls (empty where the catalog has no such view).
     run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # The catalog's views, and the columns of `rows` (the narrow ones: see NARROW_OMITS).
+    views: set[str] = field(default_factory=set)
+    columns: tuple[str, ...] = ()
+
+
+# What a narrow selection leaves out of each row: the columns only the rendered record reads
+# (an export's second pass reads them from the curriculum, a batch at a time), and its
+# solver_process. The drops, the dedupe, the split and the manifest read the rest.
+NARROW_OMITS = (
+    "source_title", "task_type", "hop_count", "evidence", "evidence_char_start",
+    "evidence_char_end", "kg_path", "waypoints", "difficulty", "proposer_reward",
+    "solver_reward_mean", "answer_aliases",
+)  # fmt: skip
+
+
+def record_columns(sel: Selection) -> tuple[str, ...]:
+    """The curriculum columns a rendered record reads (export.record_row), as the selection
+    would have read them: answer_aliases only from a catalog with the gates' views."""
+    gated = "answer_aliases" in sel.columns or "contaminated" in sel.columns
+    return SOURCE_COLUMNS + (("answer_aliases",) if gated else ())
 
 
 def default_selection(included: Iterable[str] = ()) -> str:
@@ -95,10 +115,12 @@ def select_records(
     run_ids: Sequence[str] = (),
     rejections: bool = False,
     limits: SQLConfig | None = None,
+    narrow: bool = False,
 ) -> Selection:
     """Rows of the curriculum view matching `where` (and `run_ids`), read-only, `where` under
     `limits` (default: the sql: section's defaults); with `rejections`, also the valid
-    verbatim records it leaves out, with the view's reasons."""
+    verbatim records it leaves out, with the view's reasons. `narrow`: without the columns
+    only a rendered record reads (NARROW_OMITS), so a year of records fits in memory."""
     try:
         con = connect_audit(catalog)
     except StoreError as exc:
@@ -121,6 +143,8 @@ def select_records(
         reviewed = gated and set(REVIEW_COLUMNS) <= set(con.table(source).columns)
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         columns += REVIEW_COLUMNS if reviewed else ()
+        if narrow:
+            columns = tuple(c for c in columns if c not in NARROW_OMITS)
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         batches = run_batches(con, run_ids)
@@ -139,7 +163,8 @@ def select_records(
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
             ) from exc
-        attach_solver_process(con, rows, views)
+        if not narrow:
+            attach_solver_process(con, rows, views)
         rejected = []
         if rejections and gated:
             cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
@@ -168,7 +193,10 @@ def select_records(
             ((clustered,),) = con.execute(sql).fetchall()  # all: the connection is used on
         overall = _latest_reviews(con) if reviewed else {}
         facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
-    return Selection(rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts)
+    return Selection(
+        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views,
+        columns,
+    )  # fmt: skip
 
 
 # Records a batch of runs holds at most (unless one run holds more): the verdict views' joins

@@ -1,0 +1,170 @@
+"""A streamed export (issue 28) writes what the whole-in-memory export wrote: every split of
+every format, row for row, and dropped.jsonl byte for byte, while it reads the full rows a
+few runs at a time. The store is a small synthetic history (benchmarks/synthetic_store.py
+through the real Store API, as tests/test_retention.py builds it), with reviews, a
+contaminated record and near-duplicate clusters; the reference is the old path rebuilt from
+the export's pure parts over the full rows (`select_records` without `narrow`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from synthetic_store import Corpus, review, run_name, table, write_night  # noqa: E402
+
+from pipeline.catalog import export_stream  # noqa: E402
+from pipeline.catalog.export import export_curriculum, record_rows  # noqa: E402
+from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
+from pipeline.catalog.export_selection import default_selection, select_records  # noqa: E402
+from pipeline.catalog.export_splits import SPLITS, assign_splits, drop_and_dedupe  # noqa: E402
+from pipeline.core.io import write_parquet_atomic  # noqa: E402
+from pipeline.store.store import Store  # noqa: E402
+from schemas.tables import schema_for  # noqa: E402
+
+NIGHTS, RECORDS = 4, 60
+NOW = dt.datetime(2025, 2, 1, tzinfo=dt.UTC)
+
+
+def _quality(store: Store, ids: list[tuple[str, str, str]]) -> None:
+    """A benchmark check that flags ids[:4], and ids[4:10] in two near-duplicate clusters."""
+    matches = [
+        {"record_id": a, "run_id": b, "benchmark": "nq", "item_id": str(i), "method": "exact",
+         "score": 1.0, "benchmark_question": q, "checked_at": NOW}
+        for i, (a, b, q) in enumerate(ids[:4])
+    ]  # fmt: skip
+    schema = schema_for("benchmark_matches")
+    write_parquet_atomic(
+        store.quality_path("benchmark_matches", "nq"), pa.Table.from_pylist(matches, schema=schema)
+    )
+    dups = []
+    for group in (sorted(ids[4:7]), sorted(ids[7:10])):
+        dups += [
+            {"record_id": a, "run_id": b, "cluster_id": group[0][0], "cluster_size": 3,
+             "nearest_record_id": group[0][0], "method": "minhash", "score": 0.9,
+             "computed_at": NOW}
+            for a, b, _ in group
+        ]  # fmt: skip
+    schema = schema_for("question_duplicates")
+    write_parquet_atomic(
+        store.quality_path("question_duplicates", "all"), pa.Table.from_pylist(dups, schema=schema)
+    )
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    """The catalog of NIGHTS synthetic nights, reviewed and quality-checked."""
+    root = tmp_path_factory.mktemp("stream") / "out"
+    c = Corpus(np.random.default_rng(11), 300)
+    store = Store(root, root / "curriculum.duckdb")
+    n = len(c.pids)
+    passages = root / "index/passages.parquet"
+    write_parquet_atomic(passages, table("passages", n, {
+        "id": c.pids, "title": c.titles, "text": c.ptext, "char_len": [len(t) for t in c.ptext],
+        "row": np.arange(n), "source_file": "corpus.jsonl", "source_line": np.arange(1, n + 1),
+    }))  # fmt: skip
+    for r in range(NIGHTS):
+        write_night(store, c, r, RECORDS, 30, 5)
+    with duckdb.connect() as con:
+        ids = con.execute(
+            "SELECT record_id, run_id, question FROM read_parquet(?) WHERE question IS NOT NULL "
+            "ORDER BY md5(record_id) LIMIT 30",
+            [str(root / "shards/curriculum/*/*/*.parquet")],
+        ).fetchall()
+    review(root, [(a, b) for a, b, _ in ids[10:20]], reject=False)
+    review(root, [(a, b) for a, b, _ in ids[20:26]], reject=True)
+    _quality(store, ids)
+    store.refresh_catalog({"passages": [passages]})
+    return store.catalog_path
+
+
+def _reference(catalog: Path, where: str | None, kw: dict) -> dict:
+    """The whole-in-memory export's rows: every selected record's full row at once."""
+    included = {k: kw.get(f"include_{k}", False)
+                for k in ("contaminated", "shortcuts", "ambiguous", "undetermined")}  # fmt: skip
+    default = where == "accepted"
+    if default:
+        where = default_selection(k for k, on in included.items() if on)
+    sel = select_records(catalog, where, kw.get("run_ids", ()), rejections=default)
+    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included, kw.get("reviewed_only", False))
+    split = assign_splits(kept, kw.get("validation_fraction", 0.1), kw.get("split_by", "passage"))
+    by = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
+    rows = {s: record_rows(by[s], s) for s in SPLITS}
+    dropped = b"".join(orjson.dumps(dataclasses.asdict(d)) + b"\n" for d in drops.in_order())
+    return {"rows": rows, "dropped": dropped}
+
+
+def _check(out: Path, want: dict) -> None:
+    assert (out / "dropped.jsonl").read_bytes() == want["dropped"]
+    for s in SPLITS:
+        rows = want["rows"][s]
+        lines = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+        assert (out / "jsonl" / f"{s}.jsonl").read_bytes() == lines, s
+        got = pq.read_table(out / "verl" / f"{s}.parquet")
+        assert got.schema == verl_table([]).schema and got.equals(verl_table(rows)), s
+        arrow = next((out / "hf" / s).glob("*.arrow"))
+        got = pa.ipc.open_stream(arrow.read_bytes()).read_all()
+        assert got.equals(records_table(rows).cast(got.schema)), s  # datasets: all nullable
+
+
+CASES = {
+    "default": ("accepted", {"validation_fraction": 0.3}),
+    "where": (
+        "is_valid",
+        {
+            "include_ambiguous": True,
+            "include_undetermined": True,
+            "split_by": "cluster",
+            "validation_fraction": 0.25,
+        },
+    ),
+    "runs": ("accepted", {"run_ids": [run_name(1), run_name(3)], "include_shortcuts": True}),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_streamed_export_writes_what_the_in_memory_export_wrote(history, tmp_path, case,
+                                                                 monkeypatch):  # fmt: skip
+    """Small batches and buckets: several of each, the splits still in record_id order; every
+    batch of full rows holds at most BATCH_ROWS records plus one run's, and the first pass
+    reads no column that only a rendered record needs."""
+    where, kw = CASES[case]
+    want = _reference(history, where, kw)
+    assert want["rows"]["train"] and want["rows"]["validation"] and want["dropped"]
+    monkeypatch.setattr(export_stream, "BATCH_ROWS", 20)
+    monkeypatch.setattr(export_stream, "BUCKET_ROWS", 7)
+    batches, narrow = [], []
+    full_rows, select = export_stream.full_rows, select_records
+
+    def counted(con, columns, run_ids, record_ids, views):
+        rows = full_rows(con, columns, run_ids, record_ids, views)
+        batches.append((len(run_ids), len(rows)))
+        return rows
+
+    def spied(*a, **k):
+        sel = select(*a, **k)
+        narrow.append(not any("evidence" in r or "kg_path" in r for r in sel.rows))
+        return sel
+
+    monkeypatch.setattr(export_stream, "full_rows", counted)
+    monkeypatch.setattr("pipeline.catalog.export.select_records", spied)
+    res = export_curriculum(history, tmp_path / "small", where=where,
+                            formats=["verl", "hf", "jsonl"], **kw)  # fmt: skip
+    _check(res.out, want)
+    assert narrow == [True]
+    per_run = max(res.manifest["runs"], key=lambda r: r["records_exported"])["records_exported"]
+    assert len(batches) > 1 or len(res.manifest["runs"]) == 1
+    assert all(n <= 20 + per_run for _, n in batches)
+    assert sum(n for _, n in batches) == res.counts["exported"]
+    assert len(list((tmp_path / "small").rglob(".scratch"))) == 0
