@@ -275,18 +275,31 @@ AUDITS: dict[str, Audit] = {
                 (
                     "quality gates",
                     f"""
-                    SELECT run_id, count(*) AS records,
-                           count(*) FILTER (WHERE contaminated) AS contaminated,
-                           count(*) FILTER (WHERE duplicate_cluster_size > 1)
-                               AS in_duplicate_clusters,
-                           count(*) FILTER (WHERE duplicate_cluster_id IS NULL) AS not_clustered,
+                    WITH c AS (  -- per run, each side counted apart: no per-record join
+                        SELECT run_id, count(*) AS records FROM curriculum
+                        WHERE {_RUN} GROUP BY run_id
+                    ),
+                    k AS (
+                        SELECT run_id, count(*) AS contaminated FROM contamination
+                        WHERE {_RUN} GROUP BY run_id
+                    ),
+                    q AS (
+                        SELECT run_id, count(*) AS clustered,
+                               count(*) FILTER (WHERE cluster_size > 1) AS in_duplicate_clusters
+                        FROM question_clusters WHERE {_RUN} GROUP BY run_id
+                    )
+                    SELECT c.run_id, c.records,
+                           coalesce(k.contaminated, 0) AS contaminated,
+                           coalesce(q.in_duplicate_clusters, 0) AS in_duplicate_clusters,
+                           c.records - coalesce(q.clustered, 0) AS not_clustered,
                            (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
                             FROM benchmark_checks b WHERE list_contains(b.run_ids, c.run_id))
                                AS benchmarks_checked,
                            (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
                             FROM benchmark_checks b WHERE NOT list_contains(b.run_ids, c.run_id))
                                AS benchmarks_unchecked
-                    FROM curriculum_quality c WHERE {_RUN} GROUP BY run_id ORDER BY run_id
+                    FROM c LEFT JOIN k USING (run_id) LEFT JOIN q USING (run_id)
+                    ORDER BY c.run_id
                     """,
                 ),
                 (
