@@ -5,8 +5,8 @@ here); `curriculum export --format` offers its names, and `export_curriculum` wr
 chosen format into <export>/<name>/ and lists its files in the manifest. Adding a format is an
 ExportFormat (a writer) plus one entry there.
 
-The built-in formats also stream (`ExportFormat.open`): an export hands them each split's rows a
-batch at a time, in order, so no format holds a whole split (issue 28). A format with only
+The built-in formats stream (`ExportFormat.open`): an export hands them each split's rows a
+batch at a time, in order, so no format holds a whole split (issue 28). A format given only
 `write` gets every row at once.
 """
 
@@ -44,7 +44,8 @@ class SplitWriter(Protocol):
 class ExportFormat:
     # write(folder, rows by split, ability): create `folder` (<export>/<name>, not there yet),
     # write the format's files into it, return them in the order the manifest lists them.
-    write: Callable[[Path, Rows, str], Written]
+    # A format gives this or `open` (below); the built-in ones stream.
+    write: Callable[[Path, Rows, str], Written] | None = None
     # The dataset card's TRL example loads the train split with `trl_train(folder)` (a Python
     # expression, `folder` as it is in the finished export); of the formats exported, the one
     # with the lowest `trl_rank` is shown. None: the card shows no loader for this format.
@@ -54,9 +55,13 @@ class ExportFormat:
     # `data_files(split)` is the split's file or glob inside `folder`; of the formats exported
     # with one, the lowest `trl_rank` is the card's config. None: never the card's config.
     data_files: Callable[[str], str] | None = None
-    # open(folder, ability, scratch): the same files as `write`, streamed (see SplitWriter);
-    # `scratch` is an empty folder the writer may use until `close`. None: `write` only.
+    # open(folder, ability, scratch): the format's files written a batch at a time (see
+    # SplitWriter); `scratch` is an empty folder the writer may use until `close`.
     open: Callable[[Path, str, Path], SplitWriter] | None = None
+
+    def __post_init__(self) -> None:
+        if self.write is None and self.open is None:
+            raise ValueError("an export format writes its files: give `write` or `open`")
 
 
 @dataclass
@@ -115,7 +120,7 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 class _VerlWriter:
-    """verl/<split>.parquet, one ParquetWriter per split (the same rows as `_verl` writes)."""
+    """verl/<split>.parquet, one ParquetWriter per split."""
 
     def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
         folder.mkdir()
@@ -157,7 +162,7 @@ class _JsonlWriter:
 
 class _HFWriter:
     """Each split's records staged as an Arrow stream in `scratch`, then saved by `datasets`
-    from the memory-mapped stream (as `_hf` saves the in-memory table): no split is held in
+    from the memory-mapped stream (`save_to_disk`, for `load_from_disk`): no split is held in
     memory. The dataset's fingerprint is the staged file's sha256, so the same rows give the
     same state.json."""
 
@@ -194,26 +199,6 @@ class _HFWriter:
         return _save_dataset_dict(dd, self.folder, self.rows)
 
 
-def _verl(folder: Path, records: Rows, ability: str) -> Written:
-    folder.mkdir()
-    out: Written = []
-    for s in SPLITS:
-        path = folder / f"{s}.parquet"
-        pq.write_table(verl_table(records[s], ability), path, compression="zstd")
-        out.append((path, s, len(records[s])))
-    return out
-
-
-def _hf(folder: Path, records: Rows, ability: str) -> Written:
-    import datasets
-
-    tables = {s: records_table(records[s]) for s in SPLITS}
-    dd = datasets.DatasetDict(
-        {s: datasets.Dataset(t, split=datasets.NamedSplit(s)) for s, t in tables.items()}
-    )
-    return _save_dataset_dict(dd, folder, {s: len(records[s]) for s in SPLITS})
-
-
 def _save_dataset_dict(dd: Any, folder: Path, rows: dict[str, int]) -> Written:
     """`dd.save_to_disk(folder)`, quietly; its files, with the rows of each split's shards."""
     import datasets
@@ -236,32 +221,19 @@ def _save_dataset_dict(dd: Any, folder: Path, rows: dict[str, int]) -> Written:
     return out
 
 
-def _jsonl(folder: Path, records: Rows, ability: str) -> Written:
-    folder.mkdir()
-    out: Written = []
-    for s in SPLITS:
-        path = folder / f"{s}.jsonl"
-        write_jsonl(path, records[s])
-        out.append((path, s, len(records[s])))
-    return out
-
-
 VERL = ExportFormat(
-    _verl,
     trl_train=lambda d: f"load_dataset('parquet', data_files='{d / 'train.parquet'}')['train']",
     trl_rank=2,
     data_files=lambda split: f"{split}.parquet",
     open=_VerlWriter,
 )
 HF = ExportFormat(
-    _hf,
     trl_train=lambda d: f"load_from_disk('{d}')['train']",
     trl_rank=0,
     data_files=lambda split: f"{split}/*.arrow",
     open=_HFWriter,
 )
 JSONL = ExportFormat(
-    _jsonl,
     trl_train=lambda d: f"load_dataset('json', data_files='{d / 'train.jsonl'}')['train']",
     trl_rank=1,
     data_files=lambda split: f"{split}.jsonl",
