@@ -3,7 +3,7 @@ every format, row for row, and dropped.jsonl byte for byte, while it reads the f
 few runs at a time. The store is a small synthetic history (benchmarks/synthetic_store.py
 through the real Store API, as tests/test_retention.py builds it), with reviews, a
 contaminated record and near-duplicate clusters; the reference is the old path rebuilt from
-the export's pure parts over the full rows (`select_records` without `narrow`)."""
+the export's pure parts, with every kept record's full row read at once."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ from synthetic_store import Corpus, review, run_name, table, write_night  # noqa
 from pipeline.catalog import export_stream  # noqa: E402
 from pipeline.catalog.export import export_curriculum, record_rows  # noqa: E402
 from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
+from pipeline.catalog.export_process import attach_solver_process  # noqa: E402
 from pipeline.catalog.export_selection import default_selection, select_records  # noqa: E402
 from pipeline.catalog.export_splits import SPLITS, assign_splits, drop_and_dedupe  # noqa: E402
+from pipeline.catalog.readonly_sql import connect_audit  # noqa: E402
 from pipeline.core.io import write_parquet_atomic  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 from schemas.tables import schema_for  # noqa: E402
@@ -99,6 +101,12 @@ def _reference(catalog: Path, where: str | None, kw: dict) -> dict:
     sel = select_records(catalog, where, kw.get("run_ids", ()), rejections=default)
     kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included, kw.get("reviewed_only", False))
     split = assign_splits(kept, kw.get("validation_fraction", 0.1), kw.get("split_by", "passage"))
+    with connect_audit(catalog) as con:  # every kept record's full row, all at once
+        full = con.table("curriculum_verdicts").to_arrow_table().to_pylist()
+        by_id = {r["record_id"]: r for r in full}
+        kept = [by_id[r["record_id"]] for r in kept]
+        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        attach_solver_process(con, kept, views)
     by = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
     rows = {s: record_rows(by[s], s) for s in SPLITS}
     dropped = b"".join(orjson.dumps(dataclasses.asdict(d)) + b"\n" for d in drops.in_order())

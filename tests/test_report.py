@@ -503,7 +503,8 @@ def _jsonl_rows(export_dir: Path) -> list[dict]:
 def test_process_signals_in_report_and_export(tmp_path):
     """EvalAct's z calibration and ARR's entropy patterns vs correctness in the report, and
     the per-rollout process signals an export carries (solver_process), on hand-made shards."""
-    from pipeline.catalog.export import select_records
+    from pipeline.catalog.export_process import attach_solver_process
+    from pipeline.catalog.readonly_sql import connect_audit
 
     cfg = load_config(None, [])
     store = Store(tmp_path / "out")
@@ -569,8 +570,11 @@ def test_process_signals_in_report_and_export(tmp_path):
     assert "critique entropy when the reasoner was right 0.500, wrong 1.500" in md
     assert "| verifier | missing_response | 1 |" in md and "| reasoner | no_action | 1 |" in md
 
-    sel = select_records(catalog, "record_id IS NOT NULL")
-    proc = {r["record_id"]: r["solver_process"] for r in sel.rows}
+    with connect_audit(catalog) as con:  # what an export's second pass attaches to its rows
+        views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        rows = [{"record_id": r} for r in ("a", "b", "c")]
+        attach_solver_process(con, rows, views)
+    proc = {r["record_id"]: r["solver_process"] for r in rows}
     assert proc["c"] is None  # search_r1: nothing to carry
     (b,) = proc["b"]
     assert b["pcar_multipliers"] == [1.2, 0.8, None]

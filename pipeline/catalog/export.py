@@ -325,7 +325,7 @@ def _select(
     default = where == DEFAULT_WHERE
     if default:
         where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits, narrow=True)
+    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
     if reviewed_only and not sel.reviewed:
         raise ExportError(
             f"--reviewed-only: the catalog {catalog} was built before reviews existed",

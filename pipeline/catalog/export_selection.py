@@ -22,7 +22,6 @@ from typing import Any
 import duckdb
 
 from pipeline.catalog.bounded_sql import SQLLimitError
-from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_splits import Dropped, contamination_detail, undetermined_detail
 from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
@@ -76,9 +75,9 @@ class Selection:
     columns: tuple[str, ...] = ()
 
 
-# What a narrow selection leaves out of each row: the columns only the rendered record reads
-# (an export's second pass reads them from the curriculum, a batch at a time), and its
-# solver_process. The drops, the dedupe, the split and the manifest read the rest.
+# What the selection leaves out of each row: the columns only the rendered record reads (an
+# export's second pass reads them from the curriculum, a batch at a time, with each record's
+# solver_process). The drops, the dedupe, the split and the manifest read the rest.
 NARROW_OMITS = (
     "source_title", "task_type", "hop_count", "evidence", "evidence_char_start",
     "evidence_char_end", "kg_path", "waypoints", "difficulty", "proposer_reward",
@@ -115,12 +114,11 @@ def select_records(
     run_ids: Sequence[str] = (),
     rejections: bool = False,
     limits: SQLConfig | None = None,
-    narrow: bool = False,
 ) -> Selection:
     """Rows of the curriculum view matching `where` (and `run_ids`), read-only, `where` under
     `limits` (default: the sql: section's defaults); with `rejections`, also the valid
-    verbatim records it leaves out, with the view's reasons. `narrow`: without the columns
-    only a rendered record reads (NARROW_OMITS), so a year of records fits in memory."""
+    verbatim records it leaves out, with the view's reasons. Without the columns only a
+    rendered record reads (NARROW_OMITS), so that a year of records fits in memory."""
     try:
         con = connect_audit(catalog)
     except StoreError as exc:
@@ -143,8 +141,7 @@ def select_records(
         reviewed = gated and set(REVIEW_COLUMNS) <= set(con.table(source).columns)
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
         columns += REVIEW_COLUMNS if reviewed else ()
-        if narrow:
-            columns = tuple(c for c in columns if c not in NARROW_OMITS)
+        columns = tuple(c for c in columns if c not in NARROW_OMITS)
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         batches = run_batches(con, run_ids)
@@ -163,8 +160,6 @@ def select_records(
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
             ) from exc
-        if not narrow:
-            attach_solver_process(con, rows, views)
         rejected = []
         if rejections and gated:
             cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
