@@ -206,10 +206,16 @@ def run_batches(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] = ()) -> 
     if run_ids:
         rel = rel.filter(_isin("run_id", sorted(set(run_ids))))
     counts = rel.aggregate("run_id, count(*)", "run_id").order("run_id").fetchall()
+    return group_runs(counts, BATCH_RECORDS)
+
+
+def group_runs(counts: Iterable[tuple[str, int]], most: int) -> list[list[str]]:
+    """Runs (with their row counts), in the given order, in consecutive batches of at most
+    `most` rows (a larger run alone): the export's one way of reading a batch of runs."""
     batches: list[list[str]] = []
     size = 0
     for run_id, n in counts:
-        if not batches or size + n > BATCH_RECORDS:
+        if not batches or size + n > most:
             batches.append([])
             size = 0
         batches[-1].append(run_id)

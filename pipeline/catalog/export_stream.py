@@ -22,29 +22,16 @@ import pyarrow.compute as pc
 
 from pipeline.catalog.export_formats import SplitWriter
 from pipeline.catalog.export_process import attach_solver_process
+from pipeline.catalog.export_selection import group_runs
 from pipeline.catalog.export_splits import SPLITS
 
-# Full rows read from the catalog at once: whole runs until a batch holds this many kept
-# records (one run larger than that is one batch).
+# Full rows read from the catalog at once: whole runs, at most this many kept records a batch
+# (one run larger than that is one batch).
 BATCH_ROWS = 10_000
 # Consecutive rows of a split held at once while writing it.
 BUCKET_ROWS = 10_000
 
 Render = Callable[[dict[str, Any], str, int], dict[str, Any]]
-
-
-def run_batches(kept_by_run: dict[str, list[str]], batch_rows: int) -> Iterator[list[str]]:
-    """The runs in order, grouped so that a group's kept records reach `batch_rows`."""
-    batch: list[str] = []
-    size = 0
-    for run_id in sorted(kept_by_run):
-        batch.append(run_id)
-        size += len(kept_by_run[run_id])
-        if size >= batch_rows:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
 
 
 def full_rows(
@@ -123,7 +110,8 @@ def stream_records(
     position in it), render them and hand each split to `writers` in position order."""
     spill = Spill(scratch / "records")
     try:
-        for runs in run_batches(kept_by_run, BATCH_ROWS):
+        counts = [(run_id, len(kept_by_run[run_id])) for run_id in sorted(kept_by_run)]
+        for runs in group_runs(counts, BATCH_ROWS):
             ids = {r for run_id in runs for r in kept_by_run[run_id]}
             rows = full_rows(con, columns, runs, ids, views)
             spill.add([(*place[r["record_id"]], render(r, *place[r["record_id"]])) for r in rows])
