@@ -336,6 +336,28 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
         shutil.rmtree(store.root)
 
 
+def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):
+    """A record the proposer never posed has no question, answer or evidence: its run's
+    records page and its own page still answer, saying so."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.browse.app import create_browse_app
+
+    store = copy_of(history, tmp_path / "out")
+    with connect_readonly(store.catalog_path) as con:
+        rid, why = con.execute(
+            "SELECT record_id, rejected_by FROM record_index WHERE question IS NULL "
+            "ORDER BY record_id LIMIT 1"
+        ).fetchone()
+    client = TestClient(create_browse_app(store.catalog_path))
+    page = client.get("/records", params={"rejected_by": why, "sort": "time"})
+    assert page.status_code == 200, page.text
+    assert "the proposal did not parse" in page.text
+    record = client.get(f"/records/{rid}")
+    assert record.status_code == 200, record.text
+    assert "the proposal did not parse" in record.text
+
+
 def test_the_browser_follows_a_rebuilt_catalog_with_an_index_of_its_own(history, tmp_path):
     """DuckDB hands a second connect() to an open file its cached instance; the browser must
     still read the catalog a landing renamed into place, and index it once per refresh."""
@@ -354,8 +376,12 @@ def test_the_browser_follows_a_rebuilt_catalog_with_an_index_of_its_own(history,
     assert after.execute(runs).fetchall() == [(NIGHTS + 1,)]
     assert before.execute(runs).fetchall() == [(NIGHTS,)]  # a request in flight reads on
     ((at,),) = after.execute("SELECT refreshed_at FROM catalog_info").fetchall()
-    with duckdb.connect(str(index_path(store.catalog_path)), read_only=True) as con:
+    index = index_path(store.catalog_path, at)
+    with duckdb.connect(str(index), read_only=True) as con:
         assert con.execute("SELECT refreshed_at FROM index_info").fetchall() == [(at,)]
+    # one index file per refresh: the first refresh's is gone from the directory (a request
+    # still reading it reads on), so a connection never attaches a path another has attached
+    assert sorted(store.root.glob("curriculum.duckdb.browse.*")) == [index]
     # the index is the browser's view of the catalog's record_index, row for row
     with connect_readonly(store.catalog_path) as con:
         want = con.execute("SELECT * FROM record_index ORDER BY record_id").fetchall()

@@ -8,15 +8,19 @@ even during a rebuild, is seen at once.
 
 The records page's index is the browser's own: the catalog's `record_index` view (each run's
 record_facts joined with the verdicts) stored once per catalog refresh in a DuckDB file beside
-the catalog (`<catalog>.browse.duckdb`), sorted by V so that a page reads its first row
-groups only, with the filters' values (`record_facets`) and each run's funnel (`run_funnel`,
-the runs page). The first request after a refresh builds it (seconds at a million records);
-landing does not pay for it (issue 28), and a store nobody browses never builds it.
+the catalog (`<catalog>.browse.<refresh>.duckdb`), sorted by V so that a page reads its first
+row groups only, with the filters' values (`record_facets`) and each run's funnel
+(`run_funnel`, the runs page). The first request after a refresh builds it (seconds at a
+million records); landing does not pay for it (issue 28), and a store nobody browses never
+builds it. Each refresh's index has a file name of its own: DuckDB registers an attached path
+process-wide, and attaching a path that an earlier connection (still answering a request)
+has attached under the same name can spin forever in DuckDB 2.0's ATTACH.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import glob
 import os
 import threading
@@ -35,8 +39,19 @@ INDEX_SQL = "SELECT * FROM record_index ORDER BY v_key DESC, record_id DESC"
 SMALL_TABLES = {"record_facets": "record_facets", "run_funnel": "funnel"}
 
 
-def index_path(catalog: Path) -> Path:
-    return catalog.with_name(catalog.name + ".browse.duckdb")
+def index_path(catalog: Path, refreshed_at: dt.datetime) -> Path:
+    """The browser's index of the catalog refreshed at `refreshed_at`."""
+    stamp = refreshed_at.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return catalog.with_name(f"{catalog.name}.browse.{stamp}.duckdb")
+
+
+def remove_other_indexes(catalog: Path, keep: Path) -> None:
+    """The indexes of earlier refreshes, and the one file of releases that named no refresh
+    (an open connection keeps reading its file)."""
+    old = catalog.parent.glob(f"{glob.escape(catalog.name)}.browse.*.duckdb")
+    for path in [*old, catalog.with_name(catalog.name + ".browse.duckdb")]:
+        if path != keep:
+            path.unlink(missing_ok=True)
 
 
 def snapshot_link(catalog: Path, ino: int) -> Path:
@@ -121,10 +136,11 @@ class CatalogReader:
                 "work and rebuilds the catalog)"
             ) from None
         self.store_root = Path(root)
-        index = index_path(self.catalog)
+        index = index_path(self.catalog, at)
         if _index_refreshed_at(index) != at:
             build_index(con, index, at, self.memory_limit)
-        con.execute(f"ATTACH IF NOT EXISTS {sql_string(index)} AS browse_index (READ_ONLY)")
+        remove_other_indexes(self.catalog, index)
+        con.execute(f"ATTACH {sql_string(index)} AS browse_index (READ_ONLY)")
         return con
 
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, Path]:
