@@ -251,33 +251,50 @@ FROM record_facts f
 LEFT JOIN (SELECT DISTINCT record_id FROM benchmark_matches) k ON k.record_id = f.record_id
 LEFT JOIN question_duplicates q ON q.record_id = f.record_id;
 
-CREATE OR REPLACE TABLE record_duplicates AS
-WITH ranked AS (
+-- Only groups of two or more can have a loser: the window ranks those alone (a year of
+-- nights passes about 260k records, a few hundred of which share a question).
+CREATE OR REPLACE VIEW record_duplicate_ranking AS
+WITH passing AS MATERIALIZED (
     -- the duplicate groups rank only the records that pass everything else
+    SELECT record_id, question_key, duplicate_cluster_id, verifier_v
+    FROM record_gated
+    WHERE gate_rejection IS NULL
+),
+question_ranked AS (
     SELECT
         record_id,
         row_number() OVER question_group AS question_rank,
-        first_value(record_id) OVER question_group AS question_best,
+        first_value(record_id) OVER question_group AS question_best
+    FROM passing
+    WHERE question_key IN (
+        SELECT question_key FROM passing GROUP BY question_key HAVING count(*) > 1
+    )
+    WINDOW question_group AS (
+        PARTITION BY question_key ORDER BY verifier_v DESC NULLS LAST, record_id
+    )
+),
+cluster_ranked AS (
+    -- a record in no cluster of two or more ranks alone, as a singleton cluster does
+    SELECT
+        record_id,
         row_number() OVER cluster_group AS cluster_rank,
         first_value(record_id) OVER cluster_group AS cluster_best
-    FROM record_gated
-    WHERE gate_rejection IS NULL
-    WINDOW
-        question_group AS (
-            PARTITION BY question_key ORDER BY verifier_v DESC NULLS LAST, record_id
-        ),
-        cluster_group AS (
-            PARTITION BY coalesce(duplicate_cluster_id::VARCHAR, record_id)
-            ORDER BY verifier_v DESC NULLS LAST, record_id
-        )
+    FROM passing
+    WHERE duplicate_cluster_id IS NOT NULL
+    WINDOW cluster_group AS (
+        PARTITION BY duplicate_cluster_id ORDER BY verifier_v DESC NULLS LAST, record_id
+    )
 )
 SELECT
     record_id,
-    CASE WHEN question_rank > 1 THEN 'duplicate_question' ELSE 'near_duplicate' END
+    CASE WHEN q.question_rank > 1 THEN 'duplicate_question' ELSE 'near_duplicate' END
         AS rejected_by,
-    CASE WHEN question_rank > 1 THEN question_best ELSE cluster_best END AS duplicate_of
-FROM ranked
-WHERE question_rank > 1 OR cluster_rank > 1;
+    CASE WHEN q.question_rank > 1 THEN q.question_best ELSE c.cluster_best END AS duplicate_of
+FROM question_ranked q
+FULL JOIN cluster_ranked c USING (record_id)
+WHERE q.question_rank > 1 OR c.cluster_rank > 1;
+
+CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking;
 
 CREATE OR REPLACE VIEW record_verdicts AS
 SELECT

@@ -53,6 +53,22 @@ def test_rewriting_a_shard_does_not_duplicate(tmp_path):
     assert duckdb.connect(str(cat)).execute("SELECT count(*) FROM rejects").fetchone() == (4,)
 
 
+def test_a_store_reads_a_manifest_again_once_another_process_changed_it(tmp_path):
+    """A Store parses a manifest once while it is unchanged; a commit by another writer (a
+    resumed run, a compaction) is seen at the next read."""
+    writer, reader = Store(tmp_path / "out"), Store(tmp_path / "out")
+    writer.commit(
+        "r1", "00000", [writer.write_shard("rejects", "r1", DAY, "00000", reject_rows("r1", 2))]
+    )
+    assert set(reader.manifest("r1")) == {"00000"}
+    writer.commit(
+        "r1", "00001", [writer.write_shard("rejects", "r1", DAY, "00001", reject_rows("r1", 1))]
+    )
+    assert set(reader.manifest("r1")) == {"00000", "00001"}
+    (writer.run_dir("r1") / "manifest.jsonl").unlink()
+    assert reader.manifest("r1") == {}
+
+
 def test_torn_manifest_line_and_changed_file(tmp_path):
     store = Store(tmp_path / "out")
     f = store.write_shard("rejects", "r1", DAY, "00000", reject_rows("r1", 2))
