@@ -14,7 +14,7 @@ Reads the catalog read-only; the filter is parsed as one expression
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ class ExportError(RuntimeError):
 
 @dataclass
 class Selection:
-    rows: list[dict[str, Any]]
+    rows: list[NarrowRow]
     runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
     # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
     # clusters were ever computed; both empty on a catalog built before the gates existed.
@@ -83,6 +83,36 @@ NARROW_OMITS = (
     "evidence_char_end", "kg_path", "waypoints", "difficulty", "proposer_reward",
     "solver_reward_mean", "answer_aliases",
 )  # fmt: skip
+
+
+class NarrowRow(Mapping[str, Any]):
+    """One selected record's narrow columns, read-only: a tuple of values and the selection's
+    column index, about 0.3 kB where a dict of the same 28 columns takes 1.2 kB (a year of
+    nights selects 263k records)."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict[str, int], values: tuple[Any, ...]) -> None:
+        self._index, self._values = index, values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[self._index[key]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"NarrowRow({dict(self)!r})"
+
+
+def narrow_rows(rel: duckdb.DuckDBPyRelation, columns: Sequence[str]) -> list[NarrowRow]:
+    tbl = rel.select(*columns).to_arrow_table()
+    index = {c: i for i, c in enumerate(columns)}
+    values = zip(*(tbl.column(c).to_pylist() for c in columns), strict=True)
+    return [NarrowRow(index, v) for v in values]
 
 
 def record_columns(sel: Selection) -> tuple[str, ...]:
@@ -150,7 +180,7 @@ def select_records(
             # the sql.* limits, the predicate evaluated over the requested runs only, a batch
             # of runs at a time
             for rel in bounded_filter(con, catalog, source, where, limits, batches):
-                rows += rel.select(*columns).to_arrow_table().to_pylist()
+                rows += narrow_rows(rel, columns)
             rows.sort(key=lambda r: r["record_id"])
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc

@@ -18,7 +18,7 @@ SPLIT_BY = ("passage", "cluster")
 # ---- dedupe (pure) ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Dropped:
     record_id: str
     # no_question_or_answer | contaminated | shortcut | ambiguous_answer | duplicate_question
