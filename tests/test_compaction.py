@@ -201,8 +201,7 @@ def test_a_run_compacted_before_a_derived_table_existed_gets_it_and_keeps_its_fi
     compact_run(store, run_id)
     entry = store.manifest(run_id)[COMPACTED]
     # what a release before control_facts committed: the same group without it
-    fields = ("table", "path", "rows", "sha256", "bytes")
-    older = [ShardFile(*(f[k] for k in fields)) for f in entry["files"]]
+    older = [ShardFile.from_entry(f) for f in entry["files"]]
     store.commit(
         run_id, COMPACTED, [f for f in older if f.table != "control_facts"], covers=entry["covers"]
     )

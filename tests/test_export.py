@@ -20,7 +20,7 @@ from pipeline.catalog.export import (
     SEARCH_R1_TEMPLATE,
     ExportError,
     export_curriculum,
-    record_rows,
+    record_row,
     render_prompt,
     verify_export,
     verl_table,
@@ -199,7 +199,7 @@ def test_one_group_or_zero_fraction_has_no_validation():
 
 
 def test_verl_rows_follow_search_r1_layout():
-    recs = record_rows([row("a", "Who wrote Hamlet?", evidence="e", waypoints=["x"])], "train")
+    recs = [record_row(row("a", "Who wrote Hamlet?", evidence="e", waypoints=["x"]), "train", 0)]
     tbl = verl_table(recs)
     assert tbl.schema.equals(VERL_SCHEMA)
     got = tbl.to_pylist()[0]

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_store import Corpus, review, run_name, table, write_night  # noqa: E402
 
 from pipeline.catalog import export_stream  # noqa: E402
-from pipeline.catalog.export import export_curriculum, record_rows  # noqa: E402
+from pipeline.catalog.export import export_curriculum, record_row  # noqa: E402
 from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
 from pipeline.catalog.export_process import attach_solver_process  # noqa: E402
 from pipeline.catalog.export_selection import default_selection, select_records  # noqa: E402
@@ -108,7 +108,7 @@ def _reference(catalog: Path, where: str | None, kw: dict) -> dict:
         views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         attach_solver_process(con, kept, views)
     by = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
-    rows = {s: record_rows(by[s], s) for s in SPLITS}
+    rows = {s: [record_row(r, s, i) for i, r in enumerate(by[s])] for s in SPLITS}
     dropped = b"".join(orjson.dumps(dataclasses.asdict(d)) + b"\n" for d in drops.in_order())
     return {"rows": rows, "dropped": dropped}
 

@@ -96,13 +96,6 @@ def render_prompt(question: str) -> list[dict[str, str]]:
 # ---- rows -> tables (pure) -------------------------------------------------------------
 
 
-def record_rows(
-    rows: Sequence[dict[str, Any]], split: str, data_source: str = DEFAULT_DATA_SOURCE
-) -> list[dict[str, Any]]:
-    """Trainer-neutral rows of one split, `index` = position in the split."""
-    return [record_row(r, split, i, data_source) for i, r in enumerate(rows)]
-
-
 def record_row(
     r: dict[str, Any], split: str, index: int, data_source: str = DEFAULT_DATA_SOURCE
 ) -> dict[str, Any]:
@@ -558,7 +551,6 @@ __all__ = [
     "ExportResult",
     "Selection",
     "export_curriculum",
-    "record_rows",
     "records_table",
     "render_prompt",
     "select_records",

@@ -27,7 +27,7 @@ from schemas.exports import EXTRA_INFO, RECORD_SCHEMA, VERL_SCHEMA
 
 DEFAULT_ABILITY = "fact-reasoning"
 
-Rows = dict[str, list[dict[str, Any]]]  # split -> trainer-neutral rows (export.record_rows)
+Rows = dict[str, list[dict[str, Any]]]  # split -> trainer-neutral rows (export.record_row)
 Written = list[tuple[Path, str | None, int | None]]  # each file written: path, split, rows
 
 

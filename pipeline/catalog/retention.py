@@ -454,7 +454,7 @@ def slim_run(store: Store, run_id: str) -> bool:
             files.append(_slim_file(store, f, cols))
             changed = True
         else:
-            files.append(ShardFile(f["table"], f["path"], f["rows"], f["sha256"], f["bytes"]))
+            files.append(ShardFile.from_entry(f))
     if changed:
         store.commit(run_id, COMPACTED, files, covers=list(entry.get("covers", ())))
     return changed

@@ -119,9 +119,7 @@ def _add_derived(store: Store, run_id: str, entry: dict[str, Any] | None) -> Com
     missing = _missing_derived(entry)
     if entry is None or not missing:
         return None
-    kept = [
-        ShardFile(f["table"], f["path"], f["rows"], f["sha256"], f["bytes"]) for f in entry["files"]
-    ]
+    kept = [ShardFile.from_entry(f) for f in entry["files"]]
     added = _derived(store, run_id, kept, missing)
     store.commit(run_id, COMPACTED, kept + added, covers=list(entry.get("covers", ())))
     return Compacted(run_id, 1, len(kept), len(kept) + len(added), {w.table: w.rows for w in added})

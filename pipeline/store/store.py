@@ -111,6 +111,11 @@ class ShardFile:
     sha256: str
     bytes: int
 
+    @classmethod
+    def from_entry(cls, f: dict[str, Any]) -> ShardFile:
+        """One file of a manifest line, as commit wrote it."""
+        return cls(f["table"], f["path"], f["rows"], f["sha256"], f["bytes"])
+
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:
     """The committed lines of a manifest file, in commit order (none when it is missing)."""
