@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.catalog.bounded_sql import SQLLimitError
 from pipeline.catalog.export_splits import Dropped, contamination_detail, undetermined_detail
@@ -111,8 +113,18 @@ class NarrowRow(Mapping[str, Any]):
 def narrow_rows(rel: duckdb.DuckDBPyRelation, columns: Sequence[str]) -> list[NarrowRow]:
     tbl = rel.select(*columns).to_arrow_table()
     index = {c: i for i, c in enumerate(columns)}
-    values = zip(*(tbl.column(c).to_pylist() for c in columns), strict=True)
+    values = zip(*(shared_values(tbl.column(c)) for c in columns), strict=True)
     return [NarrowRow(index, v) for v in values]
+
+
+def shared_values(col: pa.ChunkedArray) -> list[Any]:
+    """The column's Python values, a repeated string as one object: run ids, config hashes,
+    verdicts and reasons repeat on every row (about 60 bytes each a row otherwise)."""
+    values = col.to_pylist()
+    if not pa.types.is_string(col.type) or pc.count_distinct(col).as_py() * 4 > len(values):
+        return values
+    seen: dict[str, str] = {}
+    return [v if v is None else seen.setdefault(v, v) for v in values]
 
 
 def record_columns(sel: Selection) -> tuple[str, ...]:
@@ -197,7 +209,9 @@ def select_records(
             for batch in batches:
                 rel = con.table(source).filter(_isin("run_id", batch))
                 rel = rel.filter(f"is_valid AND is_verbatim AND NOT ({where})")
-                rejected += map(view_rejection, rel.select(*cols).to_arrow_table().to_pylist())
+                tbl = rel.select(*cols).to_arrow_table()
+                values = zip(*(shared_values(tbl.column(c)) for c in cols), strict=True)
+                rejected += (view_rejection(dict(zip(cols, v, strict=True))) for v in values)
             rejected.sort(key=lambda d: d.record_id)
         picked = sorted({r["run_id"] for r in rows})
         runs = []
