@@ -8,7 +8,8 @@ store only ever adds files or replaces them by rename) of the 10-night one plus 
 in a fresh subprocess (`--op`), timed inside it, its peak memory its own VmHWM:
 
   land      write+commit the next night's 8 shard groups, refresh the catalog, write its report
-            (on a hard-linked scratch copy, so the cache keeps N nights)
+            (on a hard-linked scratch copy, so the cache keeps N nights); --landings nights
+            in a row, each row their median
   funnel    the funnel view, whole history and one run
   audit:X   each named audit, whole history and one run
   export    the default export (jsonl) of one run and of all runs
@@ -177,26 +178,32 @@ def build(a: argparse.Namespace, sizes: list[int]) -> dict[int, dict[str, float]
 
 # ---- operations (each in its own process) -------------------------------------------------
 def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
-    """Night n on top of nights 0..n-1: its shards drawn first (untimed), then committed, and
-    landed as `land_stage` lands a night: its compaction, the catalog refresh, the sweep of
-    what the compaction replaced; then its report."""
+    """Nights n, n+1, ... (--landings of them) on top of nights 0..n-1, each landed as
+    `land_stage` lands a night: its shards drawn first (untimed), then committed, its
+    compaction, the catalog refresh, the sweep of what the compaction replaced; then its
+    report. Each row is the median over the landings (one landing varies by 0.2 s)."""
     from pipeline.catalog.report import write_run_report
     from pipeline.store.compaction import compact_finished, sweep
 
     c = Corpus(np.random.default_rng(a.seed), a.passages)
-    groups = night_tables(c, n, a.records_per_night, a.shard_size, a.seed)
-    store, t0 = Store(root, root / "curriculum.duckdb"), time.perf_counter()
-    write_night(store, c, n, a.records_per_night, a.shard_size, a.seed, groups)
-    t1 = time.perf_counter()
-    compact_finished(store)
-    t2 = time.perf_counter()
-    store.refresh_catalog(artifacts(root))
-    sweep(store)
-    t3 = time.perf_counter()
-    write_run_report(store.catalog_path, store.run_dir(run_name(n)), run_name(n))
-    t4 = time.perf_counter()
-    return {"land: commit": t1 - t0, "land: compact": t2 - t1, "land: refresh": t3 - t2,
-            "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
+    times: dict[str, list[float]] = {}
+    for night in range(n, n + a.landings):
+        groups = night_tables(c, night, a.records_per_night, a.shard_size, a.seed)
+        store, t0 = Store(root, root / "curriculum.duckdb"), time.perf_counter()
+        write_night(store, c, night, a.records_per_night, a.shard_size, a.seed, groups)
+        t1 = time.perf_counter()
+        compact_finished(store)
+        t2 = time.perf_counter()
+        store.refresh_catalog(artifacts(root))
+        sweep(store)
+        t3 = time.perf_counter()
+        write_run_report(store.catalog_path, store.run_dir(run_name(night)), run_name(night))
+        t4 = time.perf_counter()
+        rows = {"land: commit": t1 - t0, "land: compact": t2 - t1, "land: refresh": t3 - t2,
+                "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
+        for row, s in rows.items():
+            times.setdefault(row, []).append(s)
+    return {row: float(np.median(ts)) for row, ts in times.items()}
 
 
 def lexical() -> Any:
@@ -332,7 +339,7 @@ def spawn(op: str, root: Path, n: int, a: argparse.Namespace, limit: float) -> d
     """Run `op` in a fresh interpreter; its rows' seconds and its peak MB (or why not)."""
     cmd = [sys.executable, __file__, "--op", op, "--root", str(root), "--n", str(n)]
     cmd += ["--records-per-night", str(a.records_per_night), "--shard-size", str(a.shard_size)]
-    cmd += ["--seed", str(a.seed), "--passages", str(a.passages)]
+    cmd += ["--seed", str(a.seed), "--passages", str(a.passages), "--landings", str(a.landings)]
     cmd += ["--uncompacted"] if a.uncompacted else []
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT)
@@ -376,6 +383,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="building")
     ap.add_argument("--skip-over", type=float, default=300, help="projected seconds")
     ap.add_argument("--only", default="", help="comma-separated operations (default all)")
+    ap.add_argument("--landings", type=int, default=3, help="nights landed (median)")
     ap.add_argument(
         "--uncompacted",
         action="store_true",

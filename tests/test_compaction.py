@@ -335,6 +335,54 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
         shutil.rmtree(store.root)
 
 
+@pytest.mark.parametrize("compacted", [False, True])
+def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
+    history, tmp_path, compacted
+):
+    """The report scopes the per-run base views to its run's files (scope_to_run): every
+    figure it collects equals the one read over every run's files, duplicates across runs
+    and quality tables included."""
+    import dataclasses
+
+    from pipeline.catalog.report_data import collect_run_data
+    from pipeline.store.store import scope_to_run
+    from schemas.tables import schema_for
+
+    store = copy_of(history, tmp_path / "out")
+    last = run_name(NIGHTS - 1)
+    with connect_readonly(store.catalog_path) as con:  # an accepted record of the first night
+        ((rid,),) = con.execute(
+            "SELECT record_id FROM accepted WHERE run_id = ? ORDER BY record_id LIMIT 1",
+            [run_name(0)],
+        ).fetchall()
+        ((last_date,),) = con.execute(
+            "SELECT run_date FROM runs WHERE run_id = ?", [last]
+        ).fetchall()
+        cols = ", ".join(f.name for f in schema_for("curriculum"))
+        row = con.table("curriculum").filter(f"record_id = '{rid}'").select(cols).to_arrow_table()
+    # the last night asks it again, with a higher V: the first night's record loses
+    copy = row.to_pylist()[0] | {"record_id": "again0", "run_id": last, "verifier_v": 1.0}
+    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", [copy])])
+    if compacted:
+        compact_run(store, run_name(0))  # one run compacted, the others live: both kinds
+    store.refresh_catalog(artifacts(store.root))
+    with connect_readonly(store.catalog_path) as con:
+        dup = con.execute("SELECT duplicate_of FROM record_duplicates WHERE record_id = ?", [rid])
+        assert dup.fetchall() == [("again0",)]  # a duplicate across runs, to get right
+        whole = {r: collect_run_data(con, run_name(r), 3) for r in range(NIGHTS)}
+    for r in range(NIGHTS):
+        with connect_readonly(store.catalog_path) as con:
+            scope_to_run(con, run_name(r))
+            assert con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall() == [
+                (run_name(r),)
+            ]
+            scoped = collect_run_data(con, run_name(r), 3)
+        a, b = dataclasses.asdict(scoped), dataclasses.asdict(whole[r])
+        assert {k: repr(rounded(v)) for k, v in a.items()} == {
+            k: repr(rounded(v)) for k, v in b.items()
+        }, r
+
+
 def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):
     """A record the proposer never posed has no question, answer or evidence: its run's
     records page and its own page still answer, saying so."""

@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -449,6 +450,33 @@ def build_catalog(
     con.execute(
         "CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking"
     )
+    # Each run's files of the per-run base views, for a reader of one run (scope_to_run).
+    run_of = {item.path: item.run_id for item in listing} | {p: p.parent.name for p in runs}
+    files_of = [{"view": name, "run_id": run_of[p], "path": str(p), "hive": hive}
+                for _, name, paths, hive in views for p in paths if p in run_of]  # fmt: skip
+    schema = pa.schema([("view", pa.string()), ("run_id", pa.string()), ("path", pa.string()),
+                        ("hive", pa.bool_())])  # fmt: skip
+    con.register("_files_arrow", pa.Table.from_pylist(files_of, schema=schema))
+    con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
+    con.unregister("_files_arrow")
+
+
+def scope_to_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """Temporary views over `run_id`'s files alone standing in for the per-run base views
+    (the sharded tables and `runs`), for a reader of that run only (its report): DuckDB
+    checks every listed file at each bind, so at a year of nights each query would pay for
+    365 files per table. What spans runs stays whole: the quality tables, reviews,
+    passages and the materialised duplicate ranking. A catalog from before lists no files."""
+    try:
+        rows = con.execute(
+            "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE run_id = ?) "
+            "FROM catalog_files GROUP BY view, hive ORDER BY view",
+            [run_id],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return
+    for view, hive, paths in rows:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {_view_select(view, paths, hive)}")
 
 
 def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
@@ -460,12 +488,15 @@ def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[Path], hive: bool) -> None:
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS {_view_select(name, paths, hive)}")
+
+
+def _view_select(name: str, paths: Sequence[Path | str], hive: bool) -> str:
+    """A base view's SELECT: its files unioned by name with `_empty_<name>`, or that alone."""
     if paths:
-        select = files_select(path_list(paths), hive, f"_empty_{name}")
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS {select}")
-        return
+        return files_select(path_list(paths), hive, f"_empty_{name}")
     cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT *{cols} FROM _empty_{name}")
+    return f"SELECT *{cols} FROM _empty_{name}"
 
 
 def views_sql() -> str:
@@ -504,5 +535,6 @@ __all__ = [
     "connect_readonly",
     "live_groups",
     "read_manifest",
+    "scope_to_run",
     "views_sql",
 ]
