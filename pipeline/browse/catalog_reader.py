@@ -45,13 +45,13 @@ def index_path(catalog: Path, refreshed_at: dt.datetime) -> Path:
     return catalog.with_name(f"{catalog.name}.browse.{stamp}.duckdb")
 
 
-def remove_other_indexes(catalog: Path, keep: Path) -> None:
-    """The indexes of earlier refreshes, and the one file of releases that named no refresh
-    (an open connection keeps reading its file)."""
-    old = catalog.parent.glob(f"{glob.escape(catalog.name)}.browse.*.duckdb")
-    for path in [*old, catalog.with_name(catalog.name + ".browse.duckdb")]:
-        if path != keep:
-            path.unlink(missing_ok=True)
+def remove_others(catalog: Path, keep: Path, *patterns: str) -> None:
+    """The files beside the catalog named `<catalog><pattern>` but `keep` (an open connection
+    keeps reading its file)."""
+    for pattern in patterns:
+        for path in catalog.parent.glob(glob.escape(catalog.name) + pattern):
+            if path != keep:
+                path.unlink(missing_ok=True)
 
 
 def snapshot_link(catalog: Path, ino: int) -> Path:
@@ -62,9 +62,7 @@ def snapshot_link(catalog: Path, ino: int) -> Path:
     if not link.exists():
         with contextlib.suppress(FileExistsError):
             os.link(catalog, link)
-    for old in catalog.parent.glob(f"{glob.escape(catalog.name)}.browse-*.duckdb"):
-        if old != link:
-            old.unlink(missing_ok=True)
+    remove_others(catalog, link, ".browse-*.duckdb")  # earlier catalog files' links
     return link
 
 
@@ -139,7 +137,8 @@ class CatalogReader:
         index = index_path(self.catalog, at)
         if _index_refreshed_at(index) != at:
             build_index(con, index, at, self.memory_limit)
-        remove_other_indexes(self.catalog, index)
+        # the indexes of earlier refreshes, and the one of releases that named no refresh
+        remove_others(self.catalog, index, ".browse.*.duckdb", ".browse.duckdb")
         con.execute(f"ATTACH {sql_string(index)} AS browse_index (READ_ONLY)")
         return con
 

@@ -45,6 +45,7 @@ from pipeline.catalog.export_selection import (
     ExportError,
     Selection,
     default_selection,
+    open_catalog,
     record_columns,
     select_records,
 )
@@ -58,11 +59,9 @@ from pipeline.catalog.export_splits import (
     shared_passages,
 )
 from pipeline.catalog.export_stream import stream_records
-from pipeline.catalog.readonly_sql import connect_audit
 from pipeline.core import variants
 from pipeline.core.config import SQLConfig
 from pipeline.core.io import atomic_dir, sha256_file
-from pipeline.store.store import StoreError
 from schemas.exports import (
     EXPORT_VERSION,
     RECORD_SCHEMA,
@@ -480,11 +479,7 @@ def _write_formats(
     writers = [
         open_format(variants.load("export format", n), tmp / n, ability, scratch) for n in names
     ]
-    try:
-        con = connect_audit(catalog)
-    except StoreError as exc:
-        raise ExportError(str(exc), exc.hint) from exc
-    with con:
+    with open_catalog(catalog) as con:
         stream_records(
             con, record_columns(sel), sel.views, place, kept_by_run,
             lambda r, s, i: record_row(r, s, i, data_source), writers, scratch,

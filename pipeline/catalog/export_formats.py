@@ -119,45 +119,56 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             fh.write(orjson.dumps(row) + b"\n")
 
 
-class _VerlWriter:
+class _FilePerSplit:
+    """<folder>/<split><SUFFIX>, one open sink per split, appended a batch at a time."""
+
+    SUFFIX = ""
+
+    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
+        folder.mkdir()
+        self.ability = ability
+        self.paths = {s: folder / f"{s}{self.SUFFIX}" for s in SPLITS}
+        self.sinks = {s: self._open(p) for s, p in self.paths.items()}
+        self.rows = dict.fromkeys(SPLITS, 0)
+
+    def _open(self, path: Path) -> Any:
+        raise NotImplementedError
+
+    def _write(self, sink: Any, rows: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
+        self._write(self.sinks[split], rows)
+        self.rows[split] += len(rows)
+
+    def close(self) -> Written:
+        for sink in self.sinks.values():
+            sink.close()
+        return [(self.paths[s], s, self.rows[s]) for s in SPLITS]
+
+
+class _VerlWriter(_FilePerSplit):
     """verl/<split>.parquet, one ParquetWriter per split."""
 
-    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
-        folder.mkdir()
-        self.folder, self.ability = folder, ability
-        self.paths = {s: folder / f"{s}.parquet" for s in SPLITS}
-        self.writers = {
-            s: pq.ParquetWriter(p, VERL_SCHEMA, compression="zstd") for s, p in self.paths.items()
-        }
-        self.rows = dict.fromkeys(SPLITS, 0)
+    SUFFIX = ".parquet"
 
-    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
-        self.writers[split].write_table(verl_table(rows, self.ability))
-        self.rows[split] += len(rows)
+    def _open(self, path: Path) -> pq.ParquetWriter:
+        return pq.ParquetWriter(path, VERL_SCHEMA, compression="zstd")
 
-    def close(self) -> Written:
-        for w in self.writers.values():
-            w.close()
-        return [(self.paths[s], s, self.rows[s]) for s in SPLITS]
+    def _write(self, sink: pq.ParquetWriter, rows: list[dict[str, Any]]) -> None:
+        sink.write_table(verl_table(rows, self.ability))
 
 
-class _JsonlWriter:
-    """jsonl/<split>.jsonl, appended a batch at a time."""
+class _JsonlWriter(_FilePerSplit):
+    """jsonl/<split>.jsonl."""
 
-    def __init__(self, folder: Path, ability: str, scratch: Path) -> None:
-        folder.mkdir()
-        self.paths = {s: folder / f"{s}.jsonl" for s in SPLITS}
-        self.files = {s: p.open("wb") for s, p in self.paths.items()}
-        self.rows = dict.fromkeys(SPLITS, 0)
+    SUFFIX = ".jsonl"
 
-    def add(self, split: str, rows: list[dict[str, Any]]) -> None:
-        self.files[split].write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-        self.rows[split] += len(rows)
+    def _open(self, path: Path) -> Any:
+        return path.open("wb")
 
-    def close(self) -> Written:
-        for fh in self.files.values():
-            fh.close()
-        return [(self.paths[s], s, self.rows[s]) for s in SPLITS]
+    def _write(self, sink: Any, rows: list[dict[str, Any]]) -> None:
+        sink.write(b"".join(orjson.dumps(r) + b"\n" for r in rows))
 
 
 class _HFWriter:

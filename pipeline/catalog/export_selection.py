@@ -72,9 +72,8 @@ class Selection:
     # For the dataset card, the selected runs' rows of the views funnel, gate_funnel and
     # verifier_controls (empty where the catalog has no such view).
     run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # The catalog's views, and the columns of `rows` (the narrow ones: see NARROW_OMITS).
+    # The catalog's views (the rows are its narrow columns: see NARROW_OMITS).
     views: set[str] = field(default_factory=set)
-    columns: tuple[str, ...] = ()
 
 
 # What the selection leaves out of each row: the columns only the rendered record reads (an
@@ -127,11 +126,25 @@ def shared_values(col: pa.ChunkedArray) -> list[Any]:
     return [v if v is None else seen.setdefault(v, v) for v in values]
 
 
+def _gated(views: set[str]) -> bool:
+    """Whether the catalog has the gates' views (one built before them has not)."""
+    return "curriculum_verdicts" in views
+
+
 def record_columns(sel: Selection) -> tuple[str, ...]:
     """The curriculum columns a rendered record reads (export.record_row), as the selection
     would have read them: answer_aliases only from a catalog with the gates' views."""
-    gated = "answer_aliases" in sel.columns or "contaminated" in sel.columns
-    return SOURCE_COLUMNS + (("answer_aliases",) if gated else ())
+    return SOURCE_COLUMNS + (("answer_aliases",) if _gated(sel.views) else ())
+
+
+def open_catalog(catalog: str | Path) -> duckdb.DuckDBPyConnection:
+    """The export's read-only connection (connect_audit); a store error as an ExportError."""
+    try:
+        return connect_audit(catalog)
+    except StoreError as exc:
+        raise ExportError(
+            str(exc), exc.hint or "run `curriculum nightly` (same --profile/--set) first"
+        ) from exc
 
 
 def default_selection(included: Iterable[str] = ()) -> str:
@@ -161,13 +174,7 @@ def select_records(
     `limits` (default: the sql: section's defaults); with `rejections`, also the valid
     verbatim records it leaves out, with the view's reasons. Without the columns only a
     rendered record reads (NARROW_OMITS), so that a year of records fits in memory."""
-    try:
-        con = connect_audit(catalog)
-    except StoreError as exc:
-        raise ExportError(
-            str(exc), exc.hint or "run `curriculum nightly` (same --profile/--set) first"
-        ) from exc
-    with con:
+    with open_catalog(catalog) as con:
         if run_ids:  # only then is the list of known runs needed
             known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
             known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
@@ -178,7 +185,7 @@ def select_records(
                     f"known runs: {', '.join(sorted(known)) or 'none'}",
                 )
         views = {v for (v,) in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        gated = "curriculum_verdicts" in views  # absent from a catalog older than the gates
+        gated = _gated(views)
         source = "curriculum_verdicts" if gated else "curriculum"
         reviewed = gated and set(REVIEW_COLUMNS) <= set(con.table(source).columns)
         columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
@@ -209,9 +216,7 @@ def select_records(
             for batch in batches:
                 rel = con.table(source).filter(_isin("run_id", batch))
                 rel = rel.filter(f"is_valid AND is_verbatim AND NOT ({where})")
-                tbl = rel.select(*cols).to_arrow_table()
-                values = zip(*(shared_values(tbl.column(c)) for c in cols), strict=True)
-                rejected += (view_rejection(dict(zip(cols, v, strict=True))) for v in values)
+                rejected += map(view_rejection, narrow_rows(rel, cols))
             rejected.sort(key=lambda d: d.record_id)
         picked = sorted({r["run_id"] for r in rows})
         runs = []
@@ -233,8 +238,7 @@ def select_records(
         overall = _latest_reviews(con) if reviewed else {}
         facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
     return Selection(
-        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views,
-        columns,
+        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views
     )  # fmt: skip
 
 
@@ -298,7 +302,7 @@ VIEW_REASONS = {
 }
 
 
-def view_rejection(r: dict[str, Any]) -> Dropped:
+def view_rejection(r: Mapping[str, Any]) -> Dropped:
     why = r["rejected_by"]
     if why == "contaminated":
         detail = contamination_detail(r)

@@ -43,14 +43,13 @@ def full_rows(
 ) -> list[dict[str, Any]]:
     """The `columns` of the curriculum rows of `record_ids` (all in `run_ids`), with their
     solver_process; read run by run (`run_id = ?` reads that run's files only)."""
-    tables = []
+    tables, wanted = [], pa.array(list(record_ids), pa.string())
     for run_id in run_ids:
         rel = con.table("curriculum").filter(
             duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)
         )
         tbl = rel.select(*columns).to_arrow_table()
-        wanted = pc.is_in(tbl["record_id"], value_set=pa.array(sorted(record_ids), pa.string()))
-        tables.append(tbl.filter(wanted))
+        tables.append(tbl.filter(pc.is_in(tbl["record_id"], value_set=wanted)))
     rows = pa.concat_tables(tables).to_pylist() if tables else []
     attach_solver_process(con, rows, views)
     return rows
