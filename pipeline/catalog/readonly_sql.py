@@ -136,10 +136,20 @@ _QUOTED_PARQUET = re.compile(r"'((?:[^']|'')+?\.parquet)'")
 
 
 def _view_directories(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Directories of the Parquet files the catalog's views read (trailing slash included)."""
+    """Directories of the Parquet files the catalog's views read (trailing slash included);
+    within the store, each top folder as one (`<store>/shards/`, `<store>/runs/`): a year of
+    nights is thousands of partition folders, and DuckDB checks every path it opens against
+    the list one entry at a time."""
     rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
     paths = {m.replace("''", "'") for (sql,) in rows for m in _QUOTED_PARQUET.findall(sql or "")}
-    return sorted({str(Path(p).parent).rstrip("/") + "/" for p in paths})
+    dirs = {p.rpartition("/")[0] + "/" for p in paths}
+    try:  # where the store is (a catalog from before does not say)
+        ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
+    except duckdb.CatalogException:
+        return sorted(dirs)
+    root = str(root).rstrip("/") + "/"
+    return sorted({root + d[len(root) :].partition("/")[0] + "/" if d.startswith(root) else d
+                   for d in dirs})  # fmt: skip
 
 
 __all__ = [
