@@ -108,19 +108,24 @@ def same(a, b) -> bool:
     return a == b
 
 
+def audit_rows(con, run_id: str | None) -> dict:
+    """Every audit's rows for `run_id` (None: the whole history), by audit, title, statement."""
+    return {
+        f"{audit.name}:{title}:{i}": keyed(con.execute(stmt, {"run_id": run_id}).fetchall())
+        for audit in AUDITS.values()
+        for title, sql in audit.queries
+        for i, stmt in enumerate(s for s in sql.split(";") if s.strip())
+    }
+
+
 def answers(store: Store, out: Path) -> dict:
     """Every audit's SQL (whole history and one run), the views a reader starts from, and the
     default export of all runs and of one."""
     cat, one = store.catalog_path, run_name(1)
     got = {}
     with connect_readonly(cat) as con:
-        for audit in AUDITS.values():
-            for title, sql in audit.queries:
-                for scope in (None, one):
-                    for i, stmt in enumerate(s for s in sql.split(";") if s.strip()):
-                        rows = con.execute(stmt, {"run_id": scope}).fetchall()
-                        key = f"{audit.name}:{title}:{i}:{scope}"
-                        got[key] = keyed(rows)
+        for scope in (None, one):
+            got |= {f"{k}:{scope}": v for k, v in audit_rows(con, scope).items()}
         for view in ("funnel", "gate_funnel", "record_index", "curriculum_verdicts", "run_costs"):
             rows = con.execute(f"SELECT * FROM {view} ORDER BY ALL").fetchall()
             got[view] = rounded([list(r) for r in rows])
@@ -339,9 +344,9 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
 def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
     history, tmp_path, compacted
 ):
-    """The report scopes the per-run base views to its run's files (scope_to_run): every
-    figure it collects equals the one read over every run's files, duplicates across runs
-    and quality tables included."""
+    """The report and a one-run audit scope the per-run base views to the run's files
+    (scope_to_run): every figure the report collects and every audit's rows equal those read
+    over every run's files, duplicates across runs and quality tables included."""
     import dataclasses
 
     from pipeline.catalog.report_data import collect_run_data
@@ -370,6 +375,7 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
         dup = con.execute("SELECT duplicate_of FROM record_duplicates WHERE record_id = ?", [rid])
         assert dup.fetchall() == [("again0",)]  # a duplicate across runs, to get right
         whole = {r: collect_run_data(con, run_name(r), 3) for r in range(NIGHTS)}
+        audited = {r: audit_rows(con, run_name(r)) for r in range(NIGHTS)}
     for r in range(NIGHTS):
         with connect_readonly(store.catalog_path) as con:
             scope_to_run(con, run_name(r))
@@ -377,6 +383,7 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
                 (run_name(r),)
             ]
             scoped = collect_run_data(con, run_name(r), 3)
+            assert audit_rows(con, run_name(r)) == audited[r], r
         a, b = dataclasses.asdict(scoped), dataclasses.asdict(whole[r])
         assert {k: repr(rounded(v)) for k, v in a.items()} == {
             k: repr(rounded(v)) for k, v in b.items()

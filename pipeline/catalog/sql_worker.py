@@ -107,6 +107,11 @@ class BoundedSQL:
         request = ("filter", view, predicate, column, sorted(set(run_ids)))
         return self._call(request, f"filter over {view}")
 
+    def scope(self, run_id: str) -> None:
+        """The session's later statements read `run_id`'s own files for the per-run tables
+        (store.scope_to_run): a reader of one run pays for one night, not the history."""
+        self._call(("scope", run_id), f"scoping to run {run_id}")
+
     def _call(self, request: tuple, where: str) -> Any:
         proc = self._proc
         data = pickle.dumps(request)
@@ -264,7 +269,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
 
     from pipeline.catalog.bounded_sql import fetch_table
     from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-    from pipeline.store.store import StoreError
+    from pipeline.store.store import StoreError, scope_to_run
 
     # The protocol gets its own copy of fd 1; fd 1 itself (anything DuckDB or a library might
     # print) goes to stderr, so nothing else can ever write into the protocol's stream.
@@ -289,6 +294,9 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
             elif op == "fetch":
                 title, sql, params, where = args
                 result = fetch_table(con, title, sql, limits, params, where)
+            elif op == "scope":
+                scope_to_run(con, args[0])
+                result = None
             elif op == "filter":
                 from pipeline.catalog.bounded_sql import statement_deadline
 
@@ -317,6 +325,10 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
             reply("err", ("store", type(exc).__name__, str(exc), None))
         except Exception as exc:
             reply("err", ("other", type(exc).__name__, str(exc), None))
+    # Closed before the interpreter exits: a connection left to shutdown makes nanobind print
+    # "leaked instances" warnings to the user's terminal, now and then.
+    if con is not None:
+        con.close()
 
 
 if __name__ == "__main__":
