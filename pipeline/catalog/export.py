@@ -13,11 +13,11 @@ rows; only `select_records` and `write_export` touch the catalog and the disk.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +34,7 @@ from pipeline.catalog.export_formats import (
     verl_table,
     write_jsonl,
 )
+from pipeline.catalog.export_ledger import Ledger
 from pipeline.catalog.export_reward import (
     RewardConfigError,
     reward_manifest,
@@ -43,6 +44,7 @@ from pipeline.catalog.export_reward import (
 from pipeline.catalog.export_selection import (
     DEFAULT_WHERE,
     ExportError,
+    NarrowRow,
     Selection,
     default_selection,
     open_catalog,
@@ -52,11 +54,10 @@ from pipeline.catalog.export_selection import (
 from pipeline.catalog.export_splits import (
     SPLIT_BY,
     SPLITS,
-    Drops,
+    Dropped,
     SplitResult,
-    assign_splits,
-    drop_and_dedupe,
-    shared_passages,
+    drop_rows,
+    view_drops,
 )
 from pipeline.catalog.export_stream import stream_records
 from pipeline.core import variants
@@ -224,83 +225,83 @@ def export_curriculum(
         "ambiguous": include_ambiguous, "undetermined": include_undetermined,
     }  # fmt: skip
     default = where == DEFAULT_WHERE
-    sel, kept, drops = _select(catalog, where, run_ids, included, reviewed_only, limits)
-    where = sel.where
-    split = assign_splits(kept, validation_fraction, split_by, seed)
-    leaked = shared_passages(kept, split.splits)
-    if leaked:  # a bug in the grouping, never a property of the data: refuse to write it
-        raise ExportError(f"split leaks {len(leaked)} passage(s), e.g. {sorted(leaked)[0]}")
-    place, kept_by_run = _placement(kept, split.splits)
-    sizes = Counter(split.splits)
+    with (
+        tempfile.TemporaryDirectory(prefix="curriculum-export-") as scratch,
+        Ledger(Path(scratch), split_by) as ledger,
+    ):
+        sel = _select(catalog, where, run_ids, included, reviewed_only, limits, ledger)
+        where = sel.where
+        split, leaked = ledger.split(validation_fraction, seed)
+        if leaked:  # a bug in the grouping, never a property of the data: refuse to write it
+            raise ExportError(f"split leaks {len(leaked)} passage(s), e.g. {sorted(leaked)[0]}")
+        kept, drop_counts, sizes = ledger.kept_facts(), ledger.drop_counts(), ledger.split_sizes()
+        per_run = kept["per_run"]
+        empty_validation = validation_fraction > 0 and not sizes["validation"]
+        warnings = _warnings(sel, kept, split, empty_validation)
+        try:  # reward.py carries the runs' WCR alpha: one value per export
+            reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
+        except RewardConfigError as exc:
+            raise ExportError(str(exc), "export those runs separately (--run-id)") from exc
 
-    warnings = _warnings(sel, kept, split, validation_fraction > 0 and not sizes["validation"])
-    try:  # reward.py carries the runs' WCR alpha: one value per export
-        reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
-    except RewardConfigError as exc:
-        raise ExportError(str(exc), "export those runs separately (--run-id)") from exc
-
-    with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
-        files = _write_formats(catalog, tmp, fmts, sel, place, kept_by_run, data_source, ability)
-        dropped = drops.in_order()
-        write_jsonl(tmp / "dropped.jsonl", [dataclasses.asdict(d) for d in dropped])
-        files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, len(dropped)))
-        files.append(_file_entry(tmp, write_reward_file(tmp, reward), None, None, None))
-        counts = {
-            "selected": len(sel.rows),
-            **drops.counts(),
-            "exported": len(kept),
-            **{s: sizes[s] for s in SPLITS},
-        }
-        per_run = {}
-        for r in kept:
-            per_run[r["run_id"]] = per_run.get(r["run_id"], 0) + 1
-        manifest = {
-            "export_version": EXPORT_VERSION,
-            "curriculum_schema_version": SCHEMA_VERSION,
-            "created_at": started.isoformat(),
-            "finished_at": dt.datetime.now(dt.UTC).isoformat(),
-            "catalog": str(Path(catalog).resolve()),
-            "filter": where if where and where.strip() else None,
-            "default_selection": default,
-            "run_ids_requested": sorted(set(run_ids)) or None,
-            "formats": fmts,
-            "data_source": data_source,
-            "ability": ability,
-            "prompt_template": SEARCH_R1_TEMPLATE,
-            "prompt_template_sha256": hashlib.sha256(SEARCH_R1_TEMPLATE.encode()).hexdigest(),
-            "reward": reward_manifest(reward),
-            "runs": [
-                {**_jsonable(r), "records_exported": per_run.get(r["run_id"], 0)} for r in sel.runs
-            ],
-            "counts": counts,
-            **_drop_sections(drops, included, sel),
-            "reviews": _review_section(sel, kept, reviewed_only),
-            # The selected runs' rows of the catalog's funnel, gate_funnel and
-            # verifier_controls views, as at export (the dataset card shows them).
-            "run_views": {v: [_jsonable(r) for r in rows] for v, rows in sel.run_views.items()},
-            "split": {
-                "by": split_by,
-                "validation_fraction": validation_fraction,
-                "seed": seed,
-                "hash": "sha256(f'{seed}\\0{group_key}')[:8] / 2**64 < fraction -> validation",
-                "groups": split.groups,
-                "forced": split.forced,
-                "shared_passages": 0,
-            },
-            "files": files,
-            "warnings": warnings,
-            "code": {
-                "git_commit": _git_commit(),
-                "argv": list(argv) if argv is not None else None,
-                "versions": _versions(),
-            },
-        }
-        # The card is rendered from the manifest (its files aside), then listed in it.
-        files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
-        (tmp / MANIFEST).write_bytes(
-            orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        )
-    return ExportResult(out, manifest, counts, warnings)
+        with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
+            files = _write_formats(catalog, tmp, fmts, sel, ledger, data_source, ability)
+            dropped = write_jsonl(tmp / "dropped.jsonl", ledger.dropped())
+            files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, dropped))
+            files.append(_file_entry(tmp, write_reward_file(tmp, reward), None, None, None))
+            counts = {
+                "selected": sel.selected,
+                **drop_counts,
+                "exported": sum(per_run.values()),
+                **{s: sizes[s] for s in SPLITS},
+            }
+            manifest = {
+                "export_version": EXPORT_VERSION,
+                "curriculum_schema_version": SCHEMA_VERSION,
+                "created_at": started.isoformat(),
+                "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+                "catalog": str(Path(catalog).resolve()),
+                "filter": where if where and where.strip() else None,
+                "default_selection": default,
+                "run_ids_requested": sorted(set(run_ids)) or None,
+                "formats": fmts,
+                "data_source": data_source,
+                "ability": ability,
+                "prompt_template": SEARCH_R1_TEMPLATE,
+                "prompt_template_sha256": hashlib.sha256(SEARCH_R1_TEMPLATE.encode()).hexdigest(),
+                "reward": reward_manifest(reward),
+                "runs": [
+                    {**_jsonable(r), "records_exported": per_run.get(r["run_id"], 0)}
+                    for r in sel.runs
+                ],
+                "counts": counts,
+                **_drop_sections(drop_counts, included, sel),
+                "reviews": _review_section(sel, kept["accepted"], reviewed_only),
+                # The selected runs' rows of the catalog's funnel, gate_funnel and
+                # verifier_controls views, as at export (the dataset card shows them).
+                "run_views": {v: [_jsonable(r) for r in rows] for v, rows in sel.run_views.items()},
+                "split": {
+                    "by": split_by,
+                    "validation_fraction": validation_fraction,
+                    "seed": seed,
+                    "hash": "sha256(f'{seed}\\0{group_key}')[:8] / 2**64 < fraction -> validation",
+                    "groups": split.groups,
+                    "forced": split.forced,
+                    "shared_passages": 0,
+                },
+                "files": files,
+                "warnings": warnings,
+                "code": {
+                    "git_commit": _git_commit(),
+                    "argv": list(argv) if argv is not None else None,
+                    "versions": _versions(),
+                },
+            }
+            # The card is rendered from the manifest (its files aside), then listed in it.
+            files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
+            (tmp / MANIFEST).write_bytes(
+                orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+            )
+        return ExportResult(out, manifest, counts, warnings)
 
 
 def _select(
@@ -310,32 +311,39 @@ def _select(
     included: dict[str, bool],
     reviewed_only: bool,
     limits: SQLConfig | None,
-) -> tuple[Selection, list[dict[str, Any]], Drops]:
+    ledger: Ledger,
+) -> Selection:
     """The selection (`where`, or the default's accepted records plus the included gates'),
-    and the records it keeps after the gates, the reviews and the dedupe; refuses an export
-    left with nothing."""
+    with the records it keeps after the gates, the reviews and the dedupe in `ledger` (a
+    batch of runs at a time: `drop_rows` per row, then the dedupe over them all); refuses an
+    export left with nothing."""
     default = where == DEFAULT_WHERE
     if default:
         where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits)
+
+    def keep(rows: list[NarrowRow], rejected: list[Dropped]) -> None:
+        kept, drops = drop_rows(rows, included, reviewed_only)
+        ledger.add(kept, drops, view_drops(rejected))
+
+    sel = select_records(catalog, where, run_ids, rejections=default, limits=limits, on_batch=keep)
     if reviewed_only and not sel.reviewed:
         raise ExportError(
             f"--reviewed-only: the catalog {catalog} was built before reviews existed",
             "rebuild it (run `curriculum nightly`, or the land flow, with this code)",
         )
-    if not sel.rows:
+    if not sel.selected:
         scope = f"runs {', '.join(run_ids)}" if run_ids else "all runs"
         raise ExportError(
             f"filter {sel.where!r} selected no records from {scope} in {catalog}",
             'loosen --where, or look at the funnel: curriculum sql "SELECT * FROM funnel"',
         )
-    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included, reviewed_only)
-    if not kept:
+    ledger.dedupe()
+    if not ledger.kept_count():
         raise ExportError(
-            _nothing_left(len(sel.rows), sel.where, drops),
+            _nothing_left(sel.selected, sel.where, ledger.drop_counts()),
             "select other records (--where, --include-*, --run-id), or review more",
         )
-    return sel, kept, drops
+    return sel
 
 
 def _check_split_options(split_by: str, validation_fraction: float) -> None:
@@ -348,42 +356,42 @@ def _check_split_options(split_by: str, validation_fraction: float) -> None:
         )
 
 
-def _drop_sections(drops: Drops, included: dict[str, bool], sel: Selection) -> dict[str, Any]:
+def _drop_sections(
+    counts: dict[str, Any], included: dict[str, bool], sel: Selection
+) -> dict[str, Any]:
     """The manifest's account of the dedupe, decontamination and gate drops."""
     return {
         "dedupe": {
             "key": "pipeline.agents.rewards.normalize(question)",
             "winner": "highest verifier_v (unscored last), then smallest record_id",
-            "dropped": len(drops.duplicates),
+            "dropped": counts["duplicates_dropped"],
         },
         "decontamination": {
             "contaminated_excluded": not included["contaminated"],
-            "dropped": len(drops.contaminated),
+            "dropped": counts["contaminated_dropped"],
             "benchmark_checks": sel.benchmark_checks,
         },
         "llm_gates": {
             "shortcuts_excluded": not included["shortcuts"],
             "ambiguous_excluded": not included["ambiguous"],
             "undetermined_excluded": not included["undetermined"],
-            "shortcuts_dropped": len(drops.shortcuts),
-            "ambiguous_dropped": len(drops.ambiguous),
-            "undetermined_dropped": len(drops.undetermined),
+            "shortcuts_dropped": counts["shortcuts_dropped"],
+            "ambiguous_dropped": counts["ambiguous_dropped"],
+            "undetermined_dropped": counts["undetermined_dropped"],
         },
         "near_duplicates": {
             "key": "question_clusters.cluster_id (curriculum quality near-duplicates)",
             "computed": sel.clustered,
             "winner": "highest verifier_v (unscored last), then smallest record_id",
-            "dropped": len(drops.near_duplicates),
+            "dropped": counts["near_duplicates_dropped"],
         },
     }
 
 
-def _review_section(
-    sel: Selection, kept: list[dict[str, Any]], reviewed_only: bool
-) -> dict[str, Any]:
+def _review_section(sel: Selection, exported_accepted: int, reviewed_only: bool) -> dict[str, Any]:
     """The manifest's account of the reviews (issue 27): the rule applied and the latest
     verdicts in the export's scope (the selected records) and over the whole catalog."""
-    scope = Counter(r.get("review_verdict") for r in sel.rows)
+    scope = Counter(sel.review_scope)
     rule = (
         "Reviews honoured (view review_latest, the latest verdict per record wins): records "
         "whose latest review is reject are left out"
@@ -399,22 +407,22 @@ def _review_section(
         "scope": {
             "accept": scope["accept"],
             "reject": scope["reject"],
-            "not_reviewed": len(sel.rows) - scope["accept"] - scope["reject"],
+            "not_reviewed": sel.selected - scope["accept"] - scope["reject"],
         },
         "overall": sel.reviews_overall,
-        "exported_accepted": sum(1 for r in kept if r.get("review_verdict") == "accept"),
+        "exported_accepted": exported_accepted,
     }
 
 
-def _nothing_left(selected: int, where: str | None, drops: Drops) -> str:
+def _nothing_left(selected: int, where: str | None, counts: dict[str, Any]) -> str:
     """Why an export that selected records has none left to write (one line)."""
-    why = {k: v for k, v in drops.counts().items() if v and not isinstance(v, dict)}
+    why = {k: v for k, v in counts.items() if v and not isinstance(v, dict)}
     said = ", ".join(f"{k} {v}" for k, v in why.items())
     return f"none of the {selected} records selected by {where!r} is left to export ({said})"
 
 
 def _warnings(
-    sel: Selection, kept: list[dict[str, Any]], split: SplitResult, empty_validation: bool
+    sel: Selection, kept: dict[str, Any], split: SplitResult, empty_validation: bool
 ) -> list[str]:
     warnings = []
     if split.forced:
@@ -427,17 +435,18 @@ def _warnings(
     return warnings + _gate_warnings(sel, kept)
 
 
-def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:
-    """Exported records the quality gates have not seen: landed after the last check."""
+def _gate_warnings(sel: Selection, kept: dict[str, Any]) -> list[str]:
+    """Exported records the quality gates have not seen: landed after the last check
+    (`kept`: Ledger.kept_facts)."""
     out = []
     for check in sel.benchmark_checks:
-        late = sorted({r["run_id"] for r in kept} - set(check["run_ids"]))
+        late = sorted(set(kept["per_run"]) - set(check["run_ids"]))
         if late:
             out.append(
                 f"run(s) {', '.join(late)} landed after benchmark {check['benchmark']} was "
                 "checked: rerun `curriculum quality decontaminate`"
             )
-    unclustered = sum(1 for r in kept if r.get("duplicate_cluster_id") is None)
+    unclustered = kept["unclustered"]
     if sel.clustered and unclustered:
         out.append(
             f"{unclustered} exported record(s) were landed after the near-duplicate check: "
@@ -446,28 +455,12 @@ def _gate_warnings(sel: Selection, kept: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _placement(
-    kept: list[dict[str, Any]], splits: list[str]
-) -> tuple[dict[str, tuple[str, int]], dict[str, list[str]]]:
-    """Each kept record's split and position in it (kept is in record_id order, as each
-    split is), and the kept records of each run."""
-    place: dict[str, tuple[str, int]] = {}
-    kept_by_run: dict[str, list[str]] = {}
-    at = dict.fromkeys(SPLITS, 0)
-    for r, s in zip(kept, splits, strict=True):
-        place[r["record_id"]] = (s, at[s])
-        at[s] += 1
-        kept_by_run.setdefault(r["run_id"], []).append(r["record_id"])
-    return place, kept_by_run
-
-
 def _write_formats(
     catalog: str | Path,
     tmp: Path,
     fmts: list[str],
     sel: Selection,
-    place: dict[str, tuple[str, int]],
-    kept_by_run: dict[str, list[str]],
+    ledger: Ledger,
     data_source: str,
     ability: str,
 ) -> list[dict[str, Any]]:
@@ -481,7 +474,7 @@ def _write_formats(
     ]
     with open_catalog(catalog) as con:
         stream_records(
-            con, record_columns(sel), sel.views, place, kept_by_run,
+            con, record_columns(sel), sel.views, ledger.kept_per_run(), ledger.placement,
             lambda r, s, i: record_row(r, s, i, data_source), writers, scratch,
         )  # fmt: skip
     files: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ batch at a time, in order, so no format holds a whole split (issue 28). A format
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -113,10 +113,13 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
     return pa.Table.from_pylist(out, schema=VERL_SCHEMA)
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
+    """One JSON object per line; returns the number of rows."""
+    n = 0
     with path.open("wb") as fh:
-        for row in rows:
+        for n, row in enumerate(rows, 1):  # noqa: B007 - the count is returned
             fh.write(orjson.dumps(row) + b"\n")
+    return n
 
 
 class _FilePerSplit:

@@ -14,7 +14,8 @@ Reads the catalog read-only; the filter is parsed as one expression
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ class ExportError(RuntimeError):
 
 @dataclass
 class Selection:
-    rows: list[NarrowRow]
+    rows: list[NarrowRow]  # sorted by record_id; empty when select_records was given on_batch
     runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
     # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
     # clusters were ever computed; both empty on a catalog built before the gates existed.
@@ -74,6 +75,8 @@ class Selection:
     run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # The catalog's views (the rows are its narrow columns: see NARROW_OMITS).
     views: set[str] = field(default_factory=set)
+    selected: int = 0  # the records selected
+    review_scope: dict[str | None, int] = field(default_factory=dict)  # their latest verdicts
 
 
 # What the selection leaves out of each row: the columns only the rendered record reads (an
@@ -107,6 +110,10 @@ class NarrowRow(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"NarrowRow({dict(self)!r})"
+
+
+# Takes one batch of runs' selected rows and the view's rejections of them (select_records).
+OnBatch = Callable[[list[NarrowRow], list[Dropped]], None]
 
 
 def narrow_rows(rel: duckdb.DuckDBPyRelation, columns: Sequence[str]) -> list[NarrowRow]:
@@ -169,11 +176,14 @@ def select_records(
     run_ids: Sequence[str] = (),
     rejections: bool = False,
     limits: SQLConfig | None = None,
+    on_batch: OnBatch | None = None,
 ) -> Selection:
     """Rows of the curriculum view matching `where` (and `run_ids`), read-only, `where` under
     `limits` (default: the sql: section's defaults); with `rejections`, also the valid
     verbatim records it leaves out, with the view's reasons. Without the columns only a
-    rendered record reads (NARROW_OMITS), so that a year of records fits in memory."""
+    rendered record reads (NARROW_OMITS). With `on_batch`, each batch of runs' rows and
+    rejections go to it instead of into the Selection, so that an export holds one batch of
+    a year of nights at a time."""
     with open_catalog(catalog) as con:
         if run_ids:  # only then is the list of known runs needed
             known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
@@ -194,13 +204,24 @@ def select_records(
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         batches = run_batches(con, run_ids)
-        rows = []
+        rows: list[NarrowRow] = []
+        rejected: list[Dropped] = []
+        seen = _Seen()
         try:
             # the sql.* limits, the predicate evaluated over the requested runs only, a batch
             # of runs at a time
-            for rel in bounded_filter(con, catalog, source, where, limits, batches):
-                rows += narrow_rows(rel, columns)
+            filtered = bounded_filter(con, catalog, source, where, limits, batches)
+            for batch, rel in zip(batches, filtered, strict=True):
+                got = narrow_rows(rel, columns)
+                seen.add(got)
+                dropped = _rejections(con, source, where, batch) if rejections else []
+                if on_batch is None:
+                    rows += got
+                    rejected += dropped
+                else:
+                    on_batch(got, dropped)
             rows.sort(key=lambda r: r["record_id"])
+            rejected.sort(key=lambda d: d.record_id)
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except SQLLimitError as exc:
@@ -209,16 +230,7 @@ def select_records(
             raise ExportError(
                 f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
             ) from exc
-        rejected = []
-        if rejections and gated:
-            cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
-                    "contamination_methods", "verifier_v", "v_threshold", "gold_n")  # fmt: skip
-            for batch in batches:
-                rel = con.table(source).filter(_isin("run_id", batch))
-                rel = rel.filter(f"is_valid AND is_verbatim AND NOT ({where})")
-                rejected += map(view_rejection, narrow_rows(rel, cols))
-            rejected.sort(key=lambda d: d.record_id)
-        picked = sorted({r["run_id"] for r in rows})
+        picked = sorted(seen.hashes)
         runs = []
         if picked:
             cols = ("run_id", "run_date", "profile", "config_hash", "status", "started_at")
@@ -227,7 +239,7 @@ def select_records(
             runs = runs.order("run_id").to_arrow_table().to_pylist()
         # A run whose run.parquet is missing still says which config made its records.
         for run_id in sorted(set(picked) - {r["run_id"] for r in runs}):
-            hashes = sorted({r["config_hash"] for r in rows if r["run_id"] == run_id})
+            hashes = sorted(seen.hashes[run_id])
             runs.append({"run_id": run_id, "config_hash": ",".join(hashes), "status": "unknown"})
         checks, clustered = [], False
         if gated:
@@ -238,8 +250,36 @@ def select_records(
         overall = _latest_reviews(con) if reviewed else {}
         facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
     return Selection(
-        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views
+        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views,
+        seen.selected, dict(seen.verdicts),
     )  # fmt: skip
+
+
+class _Seen:
+    """What the manifest says of the selected rows, counted a batch at a time: how many, the
+    config hashes of each run, the latest review verdicts."""
+
+    def __init__(self) -> None:
+        self.selected = 0
+        self.hashes: dict[str, set[str]] = {}
+        self.verdicts: Counter[str | None] = Counter()
+
+    def add(self, rows: list[NarrowRow]) -> None:
+        self.selected += len(rows)
+        for r in rows:
+            self.hashes.setdefault(r["run_id"], set()).add(r["config_hash"])
+            self.verdicts[r.get("review_verdict")] += 1
+
+
+def _rejections(
+    con: duckdb.DuckDBPyConnection, source: str, where: str | None, batch: Sequence[str]
+) -> list[Dropped]:
+    """The valid verbatim records of a batch of runs that the (default) filter leaves out."""
+    cols = ("record_id", "rejected_by", "duplicate_of", "contamination_benchmarks",
+            "contamination_methods", "verifier_v", "v_threshold", "gold_n")  # fmt: skip
+    rel = con.table(source).filter(_isin("run_id", batch))
+    rel = rel.filter(f"is_valid AND is_verbatim AND NOT ({where})")
+    return [view_rejection(r) for r in narrow_rows(rel, cols)]
 
 
 # Records a batch of runs holds at most (unless one run holds more): the verdict views' joins

@@ -7,8 +7,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from pipeline.agents.rewards import normalize
 
@@ -149,7 +151,7 @@ def drop_reviewed(
     return kept, rejected, unreviewed
 
 
-def _dedupe_by(
+def dedupe_by(
     rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], str], reason: str
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
     """One record per key: the highest verifier_v wins, ties go to the smallest record_id, so
@@ -169,13 +171,23 @@ def _dedupe_by(
     return kept, dropped
 
 
+def question_key(row: dict[str, Any]) -> str:
+    """The question dedupe's key: the project's Norm of the question."""
+    return normalize(row.get("question"))
+
+
+def near_duplicate_key(row: dict[str, Any]) -> Any:
+    """The near-duplicate dedupe's key: the record's cluster, or the record alone."""
+    return row.get("duplicate_cluster_id") or row["record_id"]
+
+
 def dedupe_questions(
     rows: Iterable[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """One record per Norm(question) (see `_dedupe_by`).
+    """One record per Norm(question) (see `dedupe_by`).
 
     Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
-    return _dedupe_by(rows, lambda r: normalize(r.get("question")), "duplicate_question")
+    return dedupe_by(rows, question_key, "duplicate_question")
 
 
 def dedupe_near_duplicates(
@@ -183,49 +195,106 @@ def dedupe_near_duplicates(
 ) -> tuple[list[dict[str, Any]], list[Dropped]]:
     """One record per near-duplicate cluster (`duplicate_cluster_id`, written by `curriculum
     quality near-duplicates`); a record not clustered yet stands alone."""
-    return _dedupe_by(
-        rows, lambda r: r.get("duplicate_cluster_id") or r["record_id"], "near_duplicate"
-    )
+    return dedupe_by(rows, near_duplicate_key, "near_duplicate")
 
 
 @dataclass
 class Drops:
     """What an export leaves out of the selected rows, by reason, in the order dropped.jsonl
-    lists them."""
+    lists them (its fields' order: DROP_CATEGORIES)."""
 
-    unusable: list[Dropped]  # no question or no answer
-    below_threshold: list[Dropped]
-    contaminated: list[Dropped]
-    shortcuts: list[Dropped]
-    ambiguous: list[Dropped]
-    undetermined: list[Dropped]
-    gated: list[Dropped]  # custom generation gates (gates.custom), each under its own reason
-    review_rejected: list[Dropped]  # the latest review of the record is a reject
-    not_reviewed: list[Dropped]  # --reviewed-only: no reviewer accepted it
-    duplicates: list[Dropped]
-    near_duplicates: list[Dropped]
+    unusable: list[Dropped] = field(default_factory=list)  # no question or no answer
+    below_threshold: list[Dropped] = field(default_factory=list)
+    contaminated: list[Dropped] = field(default_factory=list)
+    shortcuts: list[Dropped] = field(default_factory=list)
+    ambiguous: list[Dropped] = field(default_factory=list)
+    undetermined: list[Dropped] = field(default_factory=list)
+    # custom generation gates (gates.custom), each under its own reason
+    gated: list[Dropped] = field(default_factory=list)
+    # the latest review of the record is a reject
+    review_rejected: list[Dropped] = field(default_factory=list)
+    not_reviewed: list[Dropped] = field(default_factory=list)  # --reviewed-only: none accepted
+    duplicates: list[Dropped] = field(default_factory=list)
+    near_duplicates: list[Dropped] = field(default_factory=list)
 
     def in_order(self) -> list[Dropped]:
         return [d for f in fields(self) for d in getattr(self, f.name)]
 
     def counts(self) -> dict[str, int]:
-        return {
-            "no_question_or_answer": len(self.unusable),
-            "below_v_threshold_dropped": len(self.below_threshold),
-            "contaminated_dropped": len(self.contaminated),
-            "shortcuts_dropped": len(self.shortcuts),
-            "ambiguous_dropped": len(self.ambiguous),
-            "undetermined_dropped": len(self.undetermined),
-            "review_rejected": len(self.review_rejected),
-            "not_reviewed": len(self.not_reviewed),
-            "duplicates_dropped": len(self.duplicates),
-            "near_duplicates_dropped": len(self.near_duplicates),
-            # by reason, and only when a selected run had a custom gate
-            **({"custom_gates_dropped": custom} if (custom := self._custom()) else {}),
-        }
+        sizes = {f.name: len(getattr(self, f.name)) for f in fields(self)}
+        return drop_counts(sizes, Counter(d.reason for d in self.gated))
 
-    def _custom(self) -> dict[str, int]:
-        return dict(sorted(Counter(d.reason for d in self.gated).items()))
+
+# dropped.jsonl's categories, in its order (a category's rank is its index).
+DROP_CATEGORIES = tuple(f.name for f in fields(Drops))
+# The view's rejection reasons (export_selection.view_rejection) by category; any other
+# reason is a custom gate's (`gated`, listed by reason).
+VIEW_CATEGORY = {
+    "contaminated": "contaminated",
+    "shortcut": "shortcuts",
+    "ambiguous_answer": "ambiguous",
+    "undetermined": "undetermined",
+    "duplicate_question": "duplicates",
+    "near_duplicate": "near_duplicates",
+    "below_v_threshold": "below_threshold",
+}
+
+
+def view_category(reason: str) -> str:
+    return VIEW_CATEGORY.get(reason, "gated")
+
+
+def drop_counts(sizes: dict[str, int], custom: dict[str, int]) -> dict[str, Any]:
+    """The manifest's counts of the drops: `sizes` per category, `custom` per custom gate's
+    reason (shown only when a selected run had a custom gate)."""
+    return {
+        "no_question_or_answer": sizes["unusable"],
+        "below_v_threshold_dropped": sizes["below_threshold"],
+        "contaminated_dropped": sizes["contaminated"],
+        "shortcuts_dropped": sizes["shortcuts"],
+        "ambiguous_dropped": sizes["ambiguous"],
+        "undetermined_dropped": sizes["undetermined"],
+        "review_rejected": sizes["review_rejected"],
+        "not_reviewed": sizes["not_reviewed"],
+        "duplicates_dropped": sizes["duplicates"],
+        "near_duplicates_dropped": sizes["near_duplicates"],
+        **({"custom_gates_dropped": dict(sorted(custom.items()))} if custom else {}),
+    }
+
+
+def drop_rows(
+    rows: Iterable[dict[str, Any]], included: dict[str, bool], reviewed_only: bool = False
+) -> tuple[list[dict[str, Any]], Drops]:
+    """The per-row half of `drop_and_dedupe` (each row on its own, so it runs on any batch of
+    rows): rows without a question or an answer, the gates' rejections (unless included),
+    the reviewers' rejections (and, with `reviewed_only`, the records no reviewer
+    accepted)."""
+    usable, drops = drop_unusable(rows)
+    drops = Drops(unusable=drops)
+    if not included["contaminated"]:
+        usable, drops.contaminated = drop_contaminated(usable)
+    if not included["shortcuts"]:
+        usable, drops.shortcuts = drop_shortcuts(usable)
+    if not included["ambiguous"]:
+        usable, drops.ambiguous = drop_ambiguous(usable)
+    if not included["undetermined"]:
+        usable, drops.undetermined = drop_undetermined(usable)
+    usable, drops.review_rejected, drops.not_reviewed = drop_reviewed(usable, reviewed_only)
+    return usable, drops
+
+
+def view_drops(rejected: Iterable[Dropped]) -> Drops:
+    """What the accepted view left out, under the export's categories (a custom gate's
+    rejections sorted by reason, each kept in the given order)."""
+    drops, gated = Drops(), {}
+    for d in rejected:
+        category = view_category(d.reason)
+        if category == "gated":
+            gated.setdefault(d.reason, []).append(d)
+        else:
+            getattr(drops, category).append(d)
+    drops.gated = [d for _, ds in sorted(gated.items()) for d in ds]
+    return drops
 
 
 def drop_and_dedupe(
@@ -234,81 +303,27 @@ def drop_and_dedupe(
     included: dict[str, bool],
     reviewed_only: bool = False,
 ) -> tuple[list[dict[str, Any]], Drops]:
-    """The rows an export keeps of `rows`, and what it drops: rows without a question or an
-    answer, the gates' rejections (unless included), the reviewers' rejections (and, with
-    `reviewed_only`, the records no reviewer accepted), duplicate questions and near-duplicate
-    clusters; `rejected` (what the accepted view left out) joins under the same names.
-    `included` names the gates whose rejections stay in (contaminated, shortcuts, ambiguous,
-    undetermined).
+    """The rows an export keeps of `rows`, and what it drops: `drop_rows`, then duplicate
+    questions and near-duplicate clusters; `rejected` (what the accepted view left out) joins
+    under the same names, after the export's own drops of each category. `included` names
+    the gates whose rejections stay in (contaminated, shortcuts, ambiguous, undetermined).
 
     Reviews come after the gates and before the dedupe, as the gates do in the view: one
     record per question among those left. (With the default selection the view has deduped
     already, before any review: a rejected record does not bring back a duplicate of it.)"""
-    usable, unusable = drop_unusable(rows)
-    contaminated: list[Dropped] = []
-    if not included["contaminated"]:
-        usable, contaminated = drop_contaminated(usable)
-    shortcuts: list[Dropped] = []
-    if not included["shortcuts"]:
-        usable, shortcuts = drop_shortcuts(usable)
-    ambiguous: list[Dropped] = []
-    if not included["ambiguous"]:
-        usable, ambiguous = drop_ambiguous(usable)
-    undetermined: list[Dropped] = []
-    if not included["undetermined"]:
-        usable, undetermined = drop_undetermined(usable)
-    usable, review_rejected, not_reviewed = drop_reviewed(usable, reviewed_only)
-    kept, duplicates = dedupe_questions(usable)
-    kept, near_duplicates = dedupe_near_duplicates(kept)
-    by_view: dict[str, list[Dropped]] = {}
-    for d in rejected:  # what the accepted view left out, under the same names
-        by_view.setdefault(d.reason, []).append(d)
-    contaminated += by_view.pop("contaminated", [])
-    shortcuts += by_view.pop("shortcut", [])
-    ambiguous += by_view.pop("ambiguous_answer", [])
-    undetermined += by_view.pop("undetermined", [])
-    duplicates += by_view.pop("duplicate_question", [])
-    near_duplicates += by_view.pop("near_duplicate", [])
-    below_threshold = by_view.pop("below_v_threshold", [])
-    gated = [d for _, ds in sorted(by_view.items()) for d in ds]  # the rest: custom gates
-    drops = Drops(
-        unusable,
-        below_threshold,
-        contaminated,
-        shortcuts,
-        ambiguous,
-        undetermined,
-        gated,
-        review_rejected,
-        not_reviewed,
-        duplicates,
-        near_duplicates,
-    )
+    usable, drops = drop_rows(rows, included, reviewed_only)
+    kept, drops.duplicates = dedupe_questions(usable)
+    kept, drops.near_duplicates = dedupe_near_duplicates(kept)
+    by_view = view_drops(rejected)
+    for name in DROP_CATEGORIES:
+        getattr(drops, name).extend(getattr(by_view, name))
     return kept, drops
 
 
 # ---- split (pure) ----------------------------------------------------------------------
 
 
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:  # path compression
-            self.parent[i], i = root, self.parent[i]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def _anchors(row: dict[str, Any], by: str) -> list[str]:
+def anchors_of(row: dict[str, Any], by: str) -> list[str]:
     """Keys that tie a record to others: its passages, plus its source cluster when by=cluster.
 
     Cluster ids are numbered per selector iteration, so across runs one id may name different
@@ -321,26 +336,43 @@ def _anchors(row: dict[str, Any], by: str) -> list[str]:
     return keys
 
 
+def anchor_groups(rows: int, edge_row: np.ndarray, edge_anchor: np.ndarray) -> np.ndarray:
+    """Per row, its group: the smallest anchor code among the rows that share an anchor with
+    it, transitively (every row has an anchor). Codes number the anchors in sorted order: the
+    smallest code, the smallest anchor. Label propagation with pointer jumping over the
+    rows-anchors edges, in numpy (scipy's csgraph costs 26 MB of imports)."""
+    label = np.arange(int(edge_anchor.max()) + 1 if len(edge_anchor) else 0, dtype=np.int64)
+    while True:
+        row_label = np.full(rows, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(row_label, edge_row, label[edge_anchor])
+        new = label.copy()
+        np.minimum.at(new, edge_anchor, row_label[edge_row])
+        new = new[new]  # a label is an anchor of the same group: jump to its label
+        if np.array_equal(new, label):
+            return row_label
+        label = new
+
+
+def anchor_edges(
+    rows: Sequence[dict[str, Any]], by: str
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The rows' anchors in sorted order, and the (row, anchor code) edges."""
+    anchors = [anchors_of(r, by) for r in rows]
+    names = sorted({k for keys in anchors for k in keys})
+    code = {k: i for i, k in enumerate(names)}
+    edge_row = np.array([i for i, keys in enumerate(anchors) for _ in keys], np.int64)
+    edge_anchor = np.array([code[k] for keys in anchors for k in keys], np.int64)
+    return names, edge_row, edge_anchor
+
+
 def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
     """Group key per row: rows sharing any passage (source or evidence), transitively, get the
-    same key (union-find); the key is the group's smallest anchor, stable across exports."""
+    same key (`anchor_groups`); the key is the group's smallest anchor, stable across
+    exports."""
     if by not in SPLIT_BY:
         raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
-    uf = _UnionFind(len(rows))
-    first: dict[str, int] = {}
-    anchors = [_anchors(r, by) for r in rows]
-    for i, keys in enumerate(anchors):
-        for k in keys:
-            j = first.setdefault(k, i)
-            if j != i:
-                uf.union(i, j)
-    key_of_root: dict[int, str] = {}
-    for i, keys in enumerate(anchors):
-        root = uf.find(i)
-        smallest = min(keys)
-        if root not in key_of_root or smallest < key_of_root[root]:
-            key_of_root[root] = smallest
-    return [key_of_root[uf.find(i)] for i in range(len(rows))]
+    names, edge_row, edge_anchor = anchor_edges(rows, by)
+    return [names[g] for g in anchor_groups(len(rows), edge_row, edge_anchor)]
 
 
 def split_hash(group_key: str, seed: int = 0) -> float:
@@ -356,41 +388,69 @@ class SplitResult:
     forced: str | None  # why a group was moved to keep both splits non-empty
 
 
+def check_fraction(validation_fraction: float) -> None:
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
+
+
+def group_sides(
+    draws: np.ndarray, validation_fraction: float, key_of: Callable[[int], str]
+) -> tuple[np.ndarray, dict[str, int], str | None]:
+    """Which groups go to validation (their hash < fraction), given their draws in group key
+    order (`key_of(i)`: the i-th key); returns the mask, the groups per split and why a
+    group was moved.
+
+    Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
+    the group with the smallest hash moves to validation (or the largest back to train), so
+    both splits are non-empty; a single group cannot be split without a leak: it trains."""
+    val = draws < validation_fraction
+    forced = None
+    if len(draws) and val.all():
+        k = len(draws) - 1 - int(np.argmax(draws[::-1]))  # the largest (draw, key)
+        val[k] = False
+        forced = f"every group hashed into validation; moved group {key_of(k)} to train"
+    elif validation_fraction > 0 and len(draws) >= 2 and not val.any():
+        k = int(np.argmin(draws))  # the smallest (draw, key)
+        val[k] = True
+        forced = (
+            f"no group hashed below {validation_fraction}; moved group {key_of(k)} to validation"
+        )
+    n = int(val.sum())
+    return val, {"train": len(draws) - n, "validation": n}, forced
+
+
 def assign_splits(
     rows: Sequence[dict[str, Any]],
     validation_fraction: float = 0.1,
     by: str = "passage",
     seed: int = 0,
 ) -> SplitResult:
-    """Put whole groups (see `group_records`) into validation when their hash < fraction.
-
-    Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
-    the group with the smallest hash moves to validation (or the largest back to train), so
-    both splits are non-empty; a single group cannot be split without a leak: it trains."""
-    if not 0.0 <= validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
+    """Put whole groups (see `group_records`) into validation by `group_sides`."""
+    check_fraction(validation_fraction)
     keys = group_records(rows, by)
-    draws = {k: split_hash(k, seed) for k in set(keys)}
-    side = {k: "validation" if h < validation_fraction else "train" for k, h in draws.items()}
-    forced = None
-    val = [k for k in side if side[k] == "validation"]
-    if draws and len(val) == len(side):
-        k = max(draws, key=lambda g: (draws[g], g))
-        side[k] = "train"
-        forced = f"every group hashed into validation; moved group {k} to train"
-    elif validation_fraction > 0 and len(draws) >= 2 and not val:
-        k = min(draws, key=lambda g: (draws[g], g))
-        side[k] = "validation"
-        forced = f"no group hashed below {validation_fraction}; moved group {k} to validation"
-    counts = {s: sum(1 for v in side.values() if v == s) for s in SPLITS}
+    names = sorted(set(keys))
+    draws = np.array([split_hash(k, seed) for k in names], np.float64)
+    val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
+    side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
     return SplitResult([side[k] for k in keys], counts, forced)
+
+
+def anchors_in_both(
+    validation: np.ndarray, edge_row: np.ndarray, edge_anchor: np.ndarray
+) -> np.ndarray:
+    """Codes of the anchors that rows of both splits have (`validation`: per row); none for a
+    correct split."""
+    size = int(edge_anchor.max()) + 1 if len(edge_anchor) else 0
+    on = validation[edge_row]
+    seen = np.zeros((2, size), bool)
+    seen[0, edge_anchor[~on]] = True
+    seen[1, edge_anchor[on]] = True
+    return np.flatnonzero(seen[0] & seen[1])
 
 
 def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
     """Passages (source or evidence) that occur in both splits; empty for a correct split."""
-    seen: dict[str, set[str]] = {s: set() for s in SPLITS}
-    for row, s in zip(rows, splits, strict=True):
-        seen[s].add(row["source_passage_id"])
-        if row.get("evidence_passage_id"):
-            seen[s].add(row["evidence_passage_id"])
-    return seen["train"] & seen["validation"]
+    names, edge_row, edge_anchor = anchor_edges(rows, "passage")
+    validation = np.array([s == "validation" for s in splits], bool)
+    both = anchors_in_both(validation, edge_row, edge_anchor)
+    return {names[k].removeprefix("passage:") for k in both}

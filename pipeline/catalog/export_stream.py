@@ -99,20 +99,20 @@ def stream_records(
     con: duckdb.DuckDBPyConnection,
     columns: Sequence[str],
     views: set[str],
-    place: dict[str, tuple[str, int]],
-    kept_by_run: dict[str, list[str]],
+    kept_per_run: Sequence[tuple[str, int]],
+    placement: Callable[[Sequence[str]], dict[str, tuple[str, int]]],
     render: Render,
     writers: Sequence[SplitWriter],
     scratch: Path,
 ) -> None:
-    """Read the kept records' full rows batch by batch (`place`: record_id -> split and
-    position in it), render them and hand each split to `writers` in position order."""
+    """Read the kept records' full rows batch by batch (`kept_per_run`: how many each run
+    has, in run_id order; `placement(runs)`: their record_id -> split and position in it),
+    render them and hand each split to `writers` in position order."""
     spill = Spill(scratch / "records")
     try:
-        counts = [(run_id, len(kept_by_run[run_id])) for run_id in sorted(kept_by_run)]
-        for runs in group_runs(counts, BATCH_ROWS):
-            ids = {r for run_id in runs for r in kept_by_run[run_id]}
-            rows = full_rows(con, columns, runs, ids, views)
+        for runs in group_runs(kept_per_run, BATCH_ROWS):
+            place = placement(runs)
+            rows = full_rows(con, columns, runs, set(place), views)
             spill.add([(*place[r["record_id"]], render(r, *place[r["record_id"]])) for r in rows])
             del rows
         for split in SPLITS:
