@@ -29,11 +29,12 @@ from pipeline.catalog.export import export_curriculum, record_row  # noqa: E402
 from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
 from pipeline.catalog.export_process import attach_solver_process  # noqa: E402
 from pipeline.catalog.export_selection import default_selection, select_records  # noqa: E402
-from pipeline.catalog.export_splits import SPLITS, assign_splits, drop_and_dedupe  # noqa: E402
+from pipeline.catalog.export_splits import SPLITS  # noqa: E402
 from pipeline.catalog.readonly_sql import connect_audit  # noqa: E402
 from pipeline.core.io import write_parquet_atomic  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 from schemas.tables import schema_for  # noqa: E402
+from tests.export_reference import assign_splits, drop_and_dedupe  # noqa: E402
 
 NIGHTS, RECORDS = 4, 60
 NOW = dt.datetime(2025, 2, 1, tzinfo=dt.UTC)

@@ -225,8 +225,10 @@ def export_curriculum(
         "ambiguous": include_ambiguous, "undetermined": include_undetermined,
     }  # fmt: skip
     default = where == DEFAULT_WHERE
+    # The ledger spills beside the export, on its disk, not in a (possibly small) /tmp.
+    out.parent.mkdir(parents=True, exist_ok=True)
     with (
-        tempfile.TemporaryDirectory(prefix="curriculum-export-") as scratch,
+        tempfile.TemporaryDirectory(prefix=f".{out.name}.ledger-", dir=out.parent) as scratch,
         Ledger(Path(scratch), split_by) as ledger,
     ):
         sel = _select(catalog, where, run_ids, included, reviewed_only, limits, ledger)

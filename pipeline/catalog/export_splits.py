@@ -181,23 +181,6 @@ def near_duplicate_key(row: dict[str, Any]) -> Any:
     return row.get("duplicate_cluster_id") or row["record_id"]
 
 
-def dedupe_questions(
-    rows: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """One record per Norm(question) (see `dedupe_by`).
-
-    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
-    return dedupe_by(rows, question_key, "duplicate_question")
-
-
-def dedupe_near_duplicates(
-    rows: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[Dropped]]:
-    """One record per near-duplicate cluster (`duplicate_cluster_id`, written by `curriculum
-    quality near-duplicates`); a record not clustered yet stands alone."""
-    return dedupe_by(rows, near_duplicate_key, "near_duplicate")
-
-
 @dataclass
 class Drops:
     """What an export leaves out of the selected rows, by reason, in the order dropped.jsonl
@@ -265,7 +248,7 @@ def drop_counts(sizes: dict[str, int], custom: dict[str, int]) -> dict[str, Any]
 def drop_rows(
     rows: Iterable[dict[str, Any]], included: dict[str, bool], reviewed_only: bool = False
 ) -> tuple[list[dict[str, Any]], Drops]:
-    """The per-row half of `drop_and_dedupe` (each row on its own, so it runs on any batch of
+    """The export's per-row drops (each row on its own, so they run on any batch of
     rows): rows without a question or an answer, the gates' rejections (unless included),
     the reviewers' rejections (and, with `reviewed_only`, the records no reviewer
     accepted)."""
@@ -295,29 +278,6 @@ def view_drops(rejected: Iterable[Dropped]) -> Drops:
             getattr(drops, category).append(d)
     drops.gated = [d for _, ds in sorted(gated.items()) for d in ds]
     return drops
-
-
-def drop_and_dedupe(
-    rows: Sequence[dict[str, Any]],
-    rejected: Sequence[Dropped],
-    included: dict[str, bool],
-    reviewed_only: bool = False,
-) -> tuple[list[dict[str, Any]], Drops]:
-    """The rows an export keeps of `rows`, and what it drops: `drop_rows`, then duplicate
-    questions and near-duplicate clusters; `rejected` (what the accepted view left out) joins
-    under the same names, after the export's own drops of each category. `included` names
-    the gates whose rejections stay in (contaminated, shortcuts, ambiguous, undetermined).
-
-    Reviews come after the gates and before the dedupe, as the gates do in the view: one
-    record per question among those left. (With the default selection the view has deduped
-    already, before any review: a rejected record does not bring back a duplicate of it.)"""
-    usable, drops = drop_rows(rows, included, reviewed_only)
-    kept, drops.duplicates = dedupe_questions(usable)
-    kept, drops.near_duplicates = dedupe_near_duplicates(kept)
-    by_view = view_drops(rejected)
-    for name in DROP_CATEGORIES:
-        getattr(drops, name).extend(getattr(by_view, name))
-    return kept, drops
 
 
 # ---- split (pure) ----------------------------------------------------------------------
@@ -365,16 +325,6 @@ def anchor_edges(
     return names, edge_row, edge_anchor
 
 
-def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
-    """Group key per row: rows sharing any passage (source or evidence), transitively, get the
-    same key (`anchor_groups`); the key is the group's smallest anchor, stable across
-    exports."""
-    if by not in SPLIT_BY:
-        raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
-    names, edge_row, edge_anchor = anchor_edges(rows, by)
-    return [names[g] for g in anchor_groups(len(rows), edge_row, edge_anchor)]
-
-
 def split_hash(group_key: str, seed: int = 0) -> float:
     """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
     digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
@@ -417,22 +367,6 @@ def group_sides(
         )
     n = int(val.sum())
     return val, {"train": len(draws) - n, "validation": n}, forced
-
-
-def assign_splits(
-    rows: Sequence[dict[str, Any]],
-    validation_fraction: float = 0.1,
-    by: str = "passage",
-    seed: int = 0,
-) -> SplitResult:
-    """Put whole groups (see `group_records`) into validation by `group_sides`."""
-    check_fraction(validation_fraction)
-    keys = group_records(rows, by)
-    names = sorted(set(keys))
-    draws = np.array([split_hash(k, seed) for k in names], np.float64)
-    val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
-    side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
-    return SplitResult([side[k] for k in keys], counts, forced)
 
 
 def anchors_in_both(

@@ -1,0 +1,95 @@
+"""The whole-in-memory export the streaming one is checked against: the export's pure rules
+(pipeline/catalog/export_splits.py) composed over a list of row dicts, as the export applied
+them before it kept its per-record state in a ledger (export_ledger). Tests only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pipeline.catalog.export_splits import (
+    DROP_CATEGORIES,
+    SPLIT_BY,
+    SPLITS,
+    Dropped,
+    Drops,
+    SplitResult,
+    anchor_edges,
+    anchor_groups,
+    check_fraction,
+    dedupe_by,
+    drop_rows,
+    group_sides,
+    near_duplicate_key,
+    question_key,
+    split_hash,
+    view_drops,
+)
+
+
+def dedupe_questions(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per Norm(question) (see `dedupe_by`).
+
+    Returns the kept rows (sorted by record_id) and one `Dropped` per removed duplicate."""
+    return dedupe_by(rows, question_key, "duplicate_question")
+
+
+def dedupe_near_duplicates(
+    rows: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Dropped]]:
+    """One record per near-duplicate cluster (`duplicate_cluster_id`, written by `curriculum
+    quality near-duplicates`); a record not clustered yet stands alone."""
+    return dedupe_by(rows, near_duplicate_key, "near_duplicate")
+
+
+def drop_and_dedupe(
+    rows: Sequence[dict[str, Any]],
+    rejected: Sequence[Dropped],
+    included: dict[str, bool],
+    reviewed_only: bool = False,
+) -> tuple[list[dict[str, Any]], Drops]:
+    """The rows an export keeps of `rows`, and what it drops: `drop_rows`, then duplicate
+    questions and near-duplicate clusters; `rejected` (what the accepted view left out) joins
+    under the same names, after the export's own drops of each category. `included` names
+    the gates whose rejections stay in (contaminated, shortcuts, ambiguous, undetermined).
+
+    Reviews come after the gates and before the dedupe, as the gates do in the view: one
+    record per question among those left. (With the default selection the view has deduped
+    already, before any review: a rejected record does not bring back a duplicate of it.)"""
+    usable, drops = drop_rows(rows, included, reviewed_only)
+    kept, drops.duplicates = dedupe_questions(usable)
+    kept, drops.near_duplicates = dedupe_near_duplicates(kept)
+    by_view = view_drops(rejected)
+    for name in DROP_CATEGORIES:
+        getattr(drops, name).extend(getattr(by_view, name))
+    return kept, drops
+
+
+def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[str]:
+    """Group key per row: rows sharing any passage (source or evidence), transitively, get the
+    same key (`anchor_groups`); the key is the group's smallest anchor, stable across
+    exports."""
+    if by not in SPLIT_BY:
+        raise ValueError(f"split_by must be one of {SPLIT_BY}, not {by!r}")
+    names, edge_row, edge_anchor = anchor_edges(rows, by)
+    return [names[g] for g in anchor_groups(len(rows), edge_row, edge_anchor)]
+
+
+def assign_splits(
+    rows: Sequence[dict[str, Any]],
+    validation_fraction: float = 0.1,
+    by: str = "passage",
+    seed: int = 0,
+) -> SplitResult:
+    """Put whole groups (see `group_records`) into validation by `group_sides`."""
+    check_fraction(validation_fraction)
+    keys = group_records(rows, by)
+    names = sorted(set(keys))
+    draws = np.array([split_hash(k, seed) for k in names], np.float64)
+    val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
+    side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
+    return SplitResult([side[k] for k in keys], counts, forced)
