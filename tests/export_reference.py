@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.catalog.export_selection import Selection, select_records
 from pipeline.catalog.export_splits import (
     DROP_CATEGORIES,
     SPLIT_BY,
@@ -16,8 +17,9 @@ from pipeline.catalog.export_splits import (
     Dropped,
     Drops,
     SplitResult,
-    anchor_edges,
     anchor_groups,
+    anchors_in_both,
+    anchors_of,
     check_fraction,
     dedupe_by,
     drop_rows,
@@ -93,3 +95,41 @@ def assign_splits(
     val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
     side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
     return SplitResult([side[k] for k in keys], counts, forced)
+
+
+def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
+    """Passages (source or evidence) that occur in both splits; empty for a correct split."""
+    names, edge_row, edge_anchor = anchor_edges(rows, "passage")
+    validation = np.array([s == "validation" for s in splits], bool)
+    both = anchors_in_both(validation, edge_row, edge_anchor)
+    return {names[k].removeprefix("passage:") for k in both}
+
+
+def select_all(
+    catalog: Any, where: str | None, run_ids: Sequence[str] = (), **kw: Any
+) -> tuple[Selection, list[Any], list[Dropped]]:
+    """select_records with every batch collected: the selection, its rows and the view's
+    rejections, each in record_id order."""
+    rows: list[Any] = []
+    rejected: list[Dropped] = []
+
+    def collect(got: list[Any], dropped: list[Dropped]) -> None:
+        rows.extend(got)
+        rejected.extend(dropped)
+
+    sel = select_records(catalog, where, run_ids, on_batch=collect, **kw)
+    rows.sort(key=lambda r: r["record_id"])
+    rejected.sort(key=lambda d: d.record_id)
+    return sel, rows, rejected
+
+
+def anchor_edges(
+    rows: Sequence[dict[str, Any]], by: str
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The rows' anchors in sorted order, and the (row, anchor code) edges."""
+    anchors = [anchors_of(r, by) for r in rows]
+    names = sorted({k for keys in anchors for k in keys})
+    code = {k: i for i, k in enumerate(names)}
+    edge_row = np.array([i for i, keys in enumerate(anchors) for _ in keys], np.int64)
+    edge_anchor = np.array([code[k] for keys in anchors for k in keys], np.int64)
+    return names, edge_row, edge_anchor

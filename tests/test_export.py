@@ -25,7 +25,7 @@ from pipeline.catalog.export import (
     verify_export,
     verl_table,
 )
-from pipeline.catalog.export_splits import drop_unusable, shared_passages
+from pipeline.catalog.export_splits import drop_unusable
 from pipeline.catalog.readonly_sql import connect_audit
 from pipeline.core.config import load_config
 from pipeline.stages import refresh_catalog
@@ -33,7 +33,12 @@ from pipeline.store.reviews import Verdict, write_reviews
 from pipeline.store.store import Store
 from schemas.exports import VERL_SCHEMA
 from tests.conftest import landed_copy
-from tests.export_reference import assign_splits, dedupe_questions, group_records
+from tests.export_reference import (
+    assign_splits,
+    dedupe_questions,
+    group_records,
+    shared_passages,
+)
 
 VERL_COLUMNS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 EXTRA_INFO = {

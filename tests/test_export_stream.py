@@ -24,17 +24,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from synthetic_store import Corpus, review, run_name, table, write_night  # noqa: E402
 
-from pipeline.catalog import export_stream  # noqa: E402
+from pipeline.catalog import export_selection, export_stream  # noqa: E402
 from pipeline.catalog.export import export_curriculum, record_row  # noqa: E402
 from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
 from pipeline.catalog.export_process import attach_solver_process  # noqa: E402
-from pipeline.catalog.export_selection import default_selection, select_records  # noqa: E402
+from pipeline.catalog.export_selection import default_selection  # noqa: E402
 from pipeline.catalog.export_splits import SPLITS  # noqa: E402
 from pipeline.catalog.readonly_sql import connect_audit  # noqa: E402
 from pipeline.core.io import write_parquet_atomic  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
 from schemas.tables import schema_for  # noqa: E402
-from tests.export_reference import assign_splits, drop_and_dedupe  # noqa: E402
+from tests.export_reference import assign_splits, drop_and_dedupe, select_all  # noqa: E402
 
 NIGHTS, RECORDS = 4, 60
 NOW = dt.datetime(2025, 2, 1, tzinfo=dt.UTC)
@@ -99,8 +99,8 @@ def _reference(catalog: Path, where: str | None, kw: dict) -> dict:
     default = where == "accepted"
     if default:
         where = default_selection(k for k, on in included.items() if on)
-    sel = select_records(catalog, where, kw.get("run_ids", ()), rejections=default)
-    kept, drops = drop_and_dedupe(sel.rows, sel.rejected, included, kw.get("reviewed_only", False))
+    _, rows, rejected = select_all(catalog, where, kw.get("run_ids", ()), rejections=default)
+    kept, drops = drop_and_dedupe(rows, rejected, included, kw.get("reviewed_only", False))
     split = assign_splits(kept, kw.get("validation_fraction", 0.1), kw.get("split_by", "passage"))
     with connect_audit(catalog) as con:  # every kept record's full row, all at once
         full = con.table("curriculum_verdicts").to_arrow_table().to_pylist()
@@ -154,24 +154,24 @@ def test_streamed_export_writes_what_the_in_memory_export_wrote(history, tmp_pat
     monkeypatch.setattr(export_stream, "BATCH_ROWS", 20)
     monkeypatch.setattr(export_stream, "BUCKET_ROWS", 7)
     batches, narrow = [], []
-    full_rows, select = export_stream.full_rows, select_records
+    full_rows, narrow_rows = export_stream.full_rows, export_selection.narrow_rows
 
     def counted(con, columns, run_ids, record_ids, views):
         rows = full_rows(con, columns, run_ids, record_ids, views)
         batches.append((len(run_ids), len(rows)))
         return rows
 
-    def spied(*a, **k):
-        sel = select(*a, **k)
-        narrow.append(not any("evidence" in r or "kg_path" in r for r in sel.rows))
-        return sel
+    def spied(rel, columns):  # each batch the selection reads
+        rows = narrow_rows(rel, columns)
+        narrow.append(not any("evidence" in r or "kg_path" in r for r in rows))
+        return rows
 
     monkeypatch.setattr(export_stream, "full_rows", counted)
-    monkeypatch.setattr("pipeline.catalog.export.select_records", spied)
+    monkeypatch.setattr(export_selection, "narrow_rows", spied)
     res = export_curriculum(history, tmp_path / "small", where=where,
                             formats=["verl", "hf", "jsonl"], **kw)  # fmt: skip
     _check(res.out, want)
-    assert narrow == [True]
+    assert narrow and all(narrow)
     per_run = max(res.manifest["runs"], key=lambda r: r["records_exported"])["records_exported"]
     assert len(batches) > 1 or len(res.manifest["runs"]) == 1
     assert all(n <= 20 + per_run for _, n in batches)

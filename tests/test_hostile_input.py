@@ -408,7 +408,7 @@ def test_export_where_runs_under_the_sql_limits(tmp_path):
         con.execute("CREATE TABLE curriculum AS SELECT 'r1' AS record_id, 'a' AS run_id")
     where = "length(repeat('a', 2000000000)) > 0"
     with pytest.raises(ExportError, match=r"sql\.memory_limit"):
-        select_records(cat, where, limits=SQLConfig(memory_limit="500MB"))
+        select_records(cat, where, limits=SQLConfig(memory_limit="500MB"), on_batch=print)
 
 
 @given(
@@ -497,7 +497,7 @@ def test_export_where_is_still_one_expression_on_the_bounded_path(tmp_path):
         con.execute("CREATE TABLE curriculum AS SELECT 'r1' AS record_id, 'a' AS run_id")
     for where in ("true) UNION SELECT 1 --", "1; COPY curriculum TO 'x.csv'", "no_such_col"):
         with pytest.raises(ExportError) as err:
-            select_records(cat, where)
+            select_records(cat, where, on_batch=print)
         assert "\n" not in str(err.value) and "--where" in (err.value.hint or "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.duckdb"]
 

@@ -56,15 +56,11 @@ class ExportError(RuntimeError):
 
 @dataclass
 class Selection:
-    rows: list[NarrowRow]  # sorted by record_id; empty when select_records was given on_batch
     runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
     # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
     # clusters were ever computed; both empty on a catalog built before the gates existed.
     benchmark_checks: list[dict[str, Any]] = field(default_factory=list)
     clustered: bool = False
-    # The default selection: valid verbatim records of the scope the view did not accept,
-    # each with the view's reason (they go to dropped.jsonl, counted by reason).
-    rejected: list[Dropped] = field(default_factory=list)
     where: str | None = None  # the filter as run (a catalog without the views: the old one)
     # Reviews (issue 27): whether the catalog has them (one built before has not), and the
     # latest verdicts over all its records, {"accept": n, "reject": n}.
@@ -73,7 +69,7 @@ class Selection:
     # For the dataset card, the selected runs' rows of the views funnel, gate_funnel and
     # verifier_controls (empty where the catalog has no such view).
     run_views: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # The catalog's views (the rows are its narrow columns: see NARROW_OMITS).
+    # The catalog's views (the batches' rows are its narrow columns: see NARROW_OMITS).
     views: set[str] = field(default_factory=set)
     selected: int = 0  # the records selected
     review_scope: dict[str | None, int] = field(default_factory=dict)  # their latest verdicts
@@ -176,14 +172,15 @@ def select_records(
     run_ids: Sequence[str] = (),
     rejections: bool = False,
     limits: SQLConfig | None = None,
-    on_batch: OnBatch | None = None,
+    *,
+    on_batch: OnBatch,
 ) -> Selection:
     """Rows of the curriculum view matching `where` (and `run_ids`), read-only, `where` under
     `limits` (default: the sql: section's defaults); with `rejections`, also the valid
     verbatim records it leaves out, with the view's reasons. Without the columns only a
-    rendered record reads (NARROW_OMITS). With `on_batch`, each batch of runs' rows and
-    rejections go to it instead of into the Selection, so that an export holds one batch of
-    a year of nights at a time."""
+    rendered record reads (NARROW_OMITS). Each batch of runs' rows and rejections go to
+    `on_batch`, so that an export holds one batch of a year of nights at a time; the
+    Selection says what spans them (runs, counts, checks, reviews)."""
     with open_catalog(catalog) as con:
         if run_ids:  # only then is the list of known runs needed
             known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
@@ -204,8 +201,6 @@ def select_records(
         if rejections and not gated:  # no verdicts to read: the valid verbatim records
             where, rejections = LEGACY_WHERE, False
         batches = run_batches(con, run_ids)
-        rows: list[NarrowRow] = []
-        rejected: list[Dropped] = []
         seen = _Seen()
         try:
             # the sql.* limits, the predicate evaluated over the requested runs only, a batch
@@ -215,13 +210,7 @@ def select_records(
                 got = narrow_rows(rel, columns)
                 seen.add(got)
                 dropped = _rejections(con, source, where, batch) if rejections else []
-                if on_batch is None:
-                    rows += got
-                    rejected += dropped
-                else:
-                    on_batch(got, dropped)
-            rows.sort(key=lambda r: r["record_id"])
-            rejected.sort(key=lambda d: d.record_id)
+                on_batch(got, dropped)
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except SQLLimitError as exc:
@@ -250,7 +239,7 @@ def select_records(
         overall = _latest_reviews(con) if reviewed else {}
         facts = {v: _run_rows(con, v, picked) for v in CARD_VIEWS if v in views}
     return Selection(
-        rows, runs, checks, bool(clustered), rejected, where, reviewed, overall, facts, views,
+        runs, checks, bool(clustered), where, reviewed, overall, facts, views,
         seen.selected, dict(seen.verdicts),
     )  # fmt: skip
 

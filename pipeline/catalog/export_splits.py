@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -313,18 +313,6 @@ def anchor_groups(rows: int, edge_row: np.ndarray, edge_anchor: np.ndarray) -> n
         label = new
 
 
-def anchor_edges(
-    rows: Sequence[dict[str, Any]], by: str
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The rows' anchors in sorted order, and the (row, anchor code) edges."""
-    anchors = [anchors_of(r, by) for r in rows]
-    names = sorted({k for keys in anchors for k in keys})
-    code = {k: i for i, k in enumerate(names)}
-    edge_row = np.array([i for i, keys in enumerate(anchors) for _ in keys], np.int64)
-    edge_anchor = np.array([code[k] for keys in anchors for k in keys], np.int64)
-    return names, edge_row, edge_anchor
-
-
 def split_hash(group_key: str, seed: int = 0) -> float:
     """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
     digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
@@ -380,11 +368,3 @@ def anchors_in_both(
     seen[0, edge_anchor[~on]] = True
     seen[1, edge_anchor[on]] = True
     return np.flatnonzero(seen[0] & seen[1])
-
-
-def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:
-    """Passages (source or evidence) that occur in both splits; empty for a correct split."""
-    names, edge_row, edge_anchor = anchor_edges(rows, "passage")
-    validation = np.array([s == "validation" for s in splits], bool)
-    both = anchors_in_both(validation, edge_row, edge_anchor)
-    return {names[k].removeprefix("passage:") for k in both}
