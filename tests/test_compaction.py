@@ -383,7 +383,9 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
                 (run_name(r),)
             ]
             scoped = collect_run_data(con, run_name(r), 3)
-            assert audit_rows(con, run_name(r)) == audited[r], r
+            # as the compaction test compares audits: a mean rounded to 3 places at x.xxx5
+            # falls either way with the order rows are summed in
+            assert same(audit_rows(con, run_name(r)), audited[r]), r
         a, b = dataclasses.asdict(scoped), dataclasses.asdict(whole[r])
         assert {k: repr(rounded(v)) for k, v in a.items()} == {
             k: repr(rounded(v)) for k, v in b.items()
