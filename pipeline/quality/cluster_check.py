@@ -4,8 +4,8 @@ every record, its Norm(question) and LSH band keys); a new night's keys are join
 with every stored key, an edge kept at the true Jaccard, and the edges merged into the
 earlier clusters (`merge_clusters`). The rows of clusters of two or more are one file,
 `question_duplicates/catalog.parquet`, rewritten when a night's questions join or merge
-clusters; any other checked question is its own cluster, so the earlier runs' files are never
-rewritten. The `question_clusters` view (schemas/views.sql) puts the two together. The
+clusters (streamed through DuckDB: a pass holds the clusters it touches, not the year's); any
+other checked question is its own cluster, so the earlier runs' files are never rewritten. The `question_clusters` view (schemas/views.sql) puts the two together. The
 embedding method (quality.embedding with an encoder) has no incremental form here
 (k-nearest-neighbour edges can vanish when records arrive): with it, every pass is a full
 recompute. The catalog helpers it shares with decontamination are in checks.py.
@@ -14,7 +14,9 @@ recompute. The catalog helpers it shares with decontamination are in checks.py.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,12 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.agents.rewards import normalize
 from pipeline.core.config import PipelineConfig
-from pipeline.core.io import path_within, utcnow, write_parquet_atomic
+from pipeline.core.io import path_within, utcnow, write_parquet_parts_atomic
+from pipeline.core.parquet_sql import sql_string
 from pipeline.quality.checks import QUESTIONS_SQL, Encode, open_catalog, run_counts, select_runs
 from pipeline.quality.near_duplicates import (
     MINHASH_SEED,
@@ -55,6 +57,7 @@ from schemas.tables import QUESTION_DUPLICATES
 # ---- near-duplicates ------------------------------------------------------------------
 
 DUPLICATES = "catalog"  # question_duplicates/catalog.parquet, the table's one file
+WRITE_ROWS = 65_536  # rows of question_duplicates a rewrite holds at a time
 
 
 @dataclass
@@ -175,15 +178,6 @@ def _signature_rows(
     return out
 
 
-def _write_duplicates(store: Store, rows: pa.Table) -> None:
-    path = store.quality_path("question_duplicates", DUPLICATES)
-    if rows.num_rows:
-        rows = rows.sort_by("record_id")
-        write_parquet_atomic(path, rows.select(QUESTION_DUPLICATES.names).cast(QUESTION_DUPLICATES))
-    else:
-        path.unlink(missing_ok=True)
-
-
 def _cluster_full(
     cfg: PipelineConfig,
     store: Store,
@@ -224,7 +218,10 @@ def _cluster_full(
     for path in parquet_files(_folder(store, MINHASH)):
         if path.stem not in sigs:
             path.unlink()  # a run that left the catalog
-    _write_duplicates(store, pa.Table.from_pylist(dups, schema=QUESTION_DUPLICATES))
+    with duckdb.connect() as con:
+        dup = _Duplicates(con, store, keep=False)
+        dup.replace([], dups)
+        dup.write()
     for run, rows in sigs.items():
         write_rows(store.quality_path(MINHASH, run), MINHASH, rows, settings)
     marker.unlink()
@@ -249,10 +246,6 @@ WHERE record_id IN (SELECT record_id FROM wanted) ORDER BY record_id
 """
 
 
-def _isin(table: pa.Table, column: str, values: Any) -> pa.Array:
-    return pc.is_in(table[column], pa.array(sorted(values), pa.string()))
-
-
 def _keys_edges(
     ids: list[str], norms: list[str], keys: np.ndarray, threshold: float
 ) -> list[tuple[str, str, str, float]]:
@@ -265,21 +258,81 @@ def _keys_edges(
     ]
 
 
+class _Duplicates:
+    """question_duplicates as this pass leaves it, in DuckDB: the file's rows less the records
+    whose rows were replaced, plus their new rows (`dup_now`). A pass touches the clusters a
+    night joins; the year of clusters in the file is only streamed through, never held."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, store: Store, keep: bool = True) -> None:
+        """Over the store's file (`keep`), or over nothing (a full pass)."""
+        self.con, self.replaced = con, 0
+        self.path = store.quality_path("question_duplicates", DUPLICATES)
+        con.register("dup_empty", QUESTION_DUPLICATES.empty_table())
+        self.src = "dup_empty"
+        if keep and self.path.exists():  # a view takes no parameters: the path is spelled in
+            self.src = f"read_parquet({sql_string(str(self.path))})"
+        con.execute("CREATE TEMP TABLE replaced (record_id VARCHAR PRIMARY KEY)")
+        con.execute("CREATE TEMP TABLE fresh AS SELECT * FROM dup_empty")
+        con.execute(
+            f"CREATE TEMP VIEW dup_now AS SELECT * FROM {self.src} WHERE record_id NOT IN "
+            "(SELECT record_id FROM replaced) UNION ALL BY NAME SELECT * FROM fresh"
+        )
+
+    def clusters_of(self, record_ids: Collection[str]) -> list[dict[str, Any]]:
+        """Every row of the clusters that hold one of `record_ids`."""
+        asked = pa.table({"record_id": pa.array(sorted(record_ids), pa.string())})
+        self.con.register("asked", asked)
+        return (
+            self.con.sql(
+                "SELECT * FROM dup_now WHERE cluster_id IN (SELECT cluster_id FROM dup_now "
+                "WHERE record_id IN (SELECT record_id FROM asked)) ORDER BY record_id"
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
+
+    def replace(self, record_ids: Collection[str], rows: list[dict[str, Any]]) -> None:
+        """`record_ids`' rows are now `rows` (clusters of two or more; a record in none has
+        no row)."""
+        ids = pa.table({"record_id": pa.array(sorted(set(record_ids)), pa.string())})
+        self.con.register("ids", ids)
+        self.con.execute("DELETE FROM fresh WHERE record_id IN (SELECT record_id FROM ids)")
+        self.con.execute("INSERT OR IGNORE INTO replaced SELECT record_id FROM ids")
+        self.con.register("rows", pa.Table.from_pylist(rows, schema=QUESTION_DUPLICATES))
+        self.con.execute("INSERT INTO fresh BY NAME SELECT * FROM rows")
+        self.replaced += len(ids)
+
+    def write(self) -> None:
+        """The file rewritten a batch at a time: its rows that stay, in their order, then the
+        replacements by record_id (no sort of the whole table); removed when no cluster of
+        two or more is left."""
+        if not self.con.sql("SELECT 1 FROM dup_now LIMIT 1").fetchall():
+            self.path.unlink(missing_ok=True)
+            return
+        new = self.con.sql("SELECT * FROM fresh ORDER BY record_id").to_arrow_table()
+        kept = self.con.sql(
+            f"SELECT * FROM {self.src} WHERE record_id NOT IN (SELECT record_id FROM replaced)"
+        ).to_arrow_reader(WRITE_ROWS)
+        parts = (pa.Table.from_batches([b]) for b in kept)
+        tables = (t.select(QUESTION_DUPLICATES.names).cast(QUESTION_DUPLICATES)
+                  for t in itertools.chain(parts, [new]) if t.num_rows)  # fmt: skip
+        write_parquet_parts_atomic(self.path, QUESTION_DUPLICATES, tables)
+
+
 def _drop_runs(
     con: duckdb.DuckDBPyConnection,
-    dup: pa.Table,
+    dup: _Duplicates,
     removed: set[str],
     files: list[str],
     threshold: float,
-) -> tuple[pa.Table, int]:
-    """question_duplicates once `removed` records (runs that left the catalog: retention) are
-    gone: each cluster that held one is reclustered from its other members' stored keys
-    (its edges all run inside it). Returns the table and how many rows changed."""
-    lost = set(dup.filter(_isin(dup, "record_id", removed))["cluster_id"].to_pylist())
-    if not lost:
-        return dup, 0
-    hit = _isin(dup, "cluster_id", lost)
-    affected = dup.filter(hit).to_pylist()
+    now: dt.datetime,
+) -> None:
+    """`removed` records (runs that left the catalog: retention) taken out of `dup`: each
+    cluster that held one is reclustered from its other members' stored keys (its edges all
+    run inside it)."""
+    affected = dup.clusters_of(removed)
+    if not affected:
+        return
     run_of = {r["record_id"]: r["run_id"] for r in affected}
     con.register("wanted", pa.table({"record_id": sorted(set(run_of) - removed)}))
     rows = con.sql(SIGNATURES_SQL, params={"files": files}).to_arrow_table().to_pylist()
@@ -287,15 +340,12 @@ def _drop_runs(
     keys = np.array([r["band_keys"] for r in rows], np.int64).reshape(len(rows), -1)
     edges = _keys_edges(ids, [r["question_norm"] for r in rows], keys, threshold)
     at = {rid: k for k, rid in enumerate(ids)}
-    now = utcnow()
     kept = [
         {**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
         for c in cluster(ids, [Edge(at[a], at[b], m, x) for a, b, m, x in edges])
         if c.cluster_size > 1
     ]
-    rest = dup.filter(pc.invert(hit)).cast(QUESTION_DUPLICATES)
-    reclustered = pa.Table.from_pylist(kept, schema=QUESTION_DUPLICATES)
-    return pa.concat_tables([rest, reclustered]), len(affected)
+    dup.replace(run_of, kept)
 
 
 def _cluster_new(
@@ -320,9 +370,6 @@ def _cluster_new(
     records = [r for r in records if r["record_id"] not in known]
     if not records and not gone:
         return ClusterResult(0, 0, 0, {"minhash": 0, "embedding": 0}, 0, False)
-    dup_path = store.quality_path("question_duplicates", DUPLICATES)
-    dup = pq.read_table(dup_path) if dup_path.exists() else QUESTION_DUPLICATES.empty_table()
-    dup = dup.cast(QUESTION_DUPLICATES)
     norms = [normalize(r["question"]) for r in records]
     ids = [r["record_id"] for r in records]
     asked = [k for k, r in enumerate(records) if _clusterable(r["question"])]
@@ -333,14 +380,16 @@ def _cluster_new(
     new_ids = [ids[k] for k in live]  # new with new
     edges = _keys_edges(new_ids, [norms[k] for k in live], keys, q.minhash_threshold)
     run_of = {r["record_id"]: r["run_id"] for r in records}
-    changed = 0
+    now = utcnow()
     with duckdb.connect() as con:
+        dup = _Duplicates(con, store)
         if gone:
             removed = {
                 rid for p in gone_paths
                 for rid in pq.read_table(p, columns=["record_id"]).column(0).to_pylist()
             }  # fmt: skip
-            dup, changed = _drop_runs(con, dup, removed, old_files, q.minhash_threshold)
+            _drop_runs(con, dup, removed, old_files, q.minhash_threshold, now)
+        changed = dup.replaced
         bands = keys.shape[1]
         con.register("nk", pa.table({
             "i": np.repeat(np.arange(len(live), dtype=np.int64), bands),
@@ -350,30 +399,27 @@ def _cluster_new(
         cands = []
         if old_files and live:
             cands = con.execute(CANDIDATES_SQL, {"files": old_files}).fetchall()
-    for a, old_id, old_run, old_norm in sorted(cands):  # new with old
-        i = live[a]
-        score = jaccard(frozenset(norms[i].split()), frozenset(old_norm.split()))
-        if score >= q.minhash_threshold:
-            edges.append((ids[i], old_id, "minhash", score))
-            run_of[old_id] = old_run
-    touched = set(e[1] for e in edges) - set(ids)
-    names = set(dup.filter(_isin(dup, "record_id", touched))["cluster_id"].to_pylist())
-    members = dup.filter(_isin(dup, "cluster_id", names)).to_pylist()
-    seen = {r["record_id"] for r in members}
-    old = [Clustered(**{k: r[k] for k in Clustered.__dataclass_fields__}) for r in members]
-    old += [Clustered(rid, rid, 1, None, None, None) for rid in sorted(touched - seen)]
-    run_of.update((r["record_id"], r["run_id"]) for r in members)
-    merged = merge_clusters(old, [ids[k] for k in asked], edges)
-    now = utcnow()
-    marker = _marker(store)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
-    if edges or changed:  # the clusters of two or more changed: their one file is rewritten
-        kept = dup.filter(pc.invert(_isin(dup, "record_id", [c.record_id for c in merged])))
-        rows = [{**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
-                for c in merged if c.cluster_size > 1]  # fmt: skip
-        new = pa.Table.from_pylist(rows, schema=QUESTION_DUPLICATES)
-        _write_duplicates(store, pa.concat_tables([kept, new]))
+        for a, old_id, old_run, old_norm in sorted(cands):  # new with old
+            i = live[a]
+            score = jaccard(frozenset(norms[i].split()), frozenset(old_norm.split()))
+            if score >= q.minhash_threshold:
+                edges.append((ids[i], old_id, "minhash", score))
+                run_of[old_id] = old_run
+        touched = set(e[1] for e in edges) - set(ids)
+        members = dup.clusters_of(touched)
+        seen = {r["record_id"] for r in members}
+        old = [Clustered(**{k: r[k] for k in Clustered.__dataclass_fields__}) for r in members]
+        old += [Clustered(rid, rid, 1, None, None, None) for rid in sorted(touched - seen)]
+        run_of.update((r["record_id"], r["run_id"]) for r in members)
+        merged = merge_clusters(old, [ids[k] for k in asked], edges)
+        marker = _marker(store)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        if edges or changed:  # the clusters of two or more changed: their one file is rewritten
+            rows = [{**c.__dict__, "run_id": run_of[c.record_id], "computed_at": now}
+                    for c in merged if c.cluster_size > 1]  # fmt: skip
+            dup.replace([c.record_id for c in merged], rows)
+            dup.write()
     sigs = _signature_rows(records, norms, dict(zip(live, keys.tolist(), strict=True)), now)
     for run, rows in sorted(sigs.items()):
         path = store.quality_path(MINHASH, run)
