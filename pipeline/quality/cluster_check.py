@@ -5,10 +5,11 @@ with every stored key, an edge kept at the true Jaccard, and the edges merged in
 earlier clusters (`merge_clusters`). The rows of clusters of two or more are one file,
 `question_duplicates/catalog.parquet`, rewritten when a night's questions join or merge
 clusters (streamed through DuckDB: a pass holds the clusters it touches, not the year's); any
-other checked question is its own cluster, so the earlier runs' files are never rewritten. The `question_clusters` view (schemas/views.sql) puts the two together. The
-embedding method (quality.embedding with an encoder) has no incremental form here
-(k-nearest-neighbour edges can vanish when records arrive): with it, every pass is a full
-recompute. The catalog helpers it shares with decontamination are in checks.py.
+other checked question is its own cluster, so the earlier runs' files are never rewritten.
+The `question_clusters` view (schemas/views.sql) puts the two together. The embedding method
+(quality.embedding with an encoder) has no incremental form here (k-nearest-neighbour edges
+can vanish when records arrive): with it, every pass is a full recompute. The catalog helpers
+it shares with decontamination are in checks.py.
 """
 
 from __future__ import annotations
