@@ -5,6 +5,7 @@ them before it kept its per-record state in a ledger (export_ledger). Tests only
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,12 +82,20 @@ def group_records(rows: Sequence[dict[str, Any]], by: str = "passage") -> list[s
     return [names[g] for g in anchor_groups(len(rows), edge_row, edge_anchor)]
 
 
+@dataclass(frozen=True)
+class AssignedSplits(SplitResult):
+    """The split's summary with each input row's side (the pipeline keeps those in its
+    ledger instead)."""
+
+    splits: list[str]  # per input row: train | validation
+
+
 def assign_splits(
     rows: Sequence[dict[str, Any]],
     validation_fraction: float = 0.1,
     by: str = "passage",
     seed: int = 0,
-) -> SplitResult:
+) -> AssignedSplits:
     """Put whole groups (see `group_records`) into validation by `group_sides`."""
     check_fraction(validation_fraction)
     keys = group_records(rows, by)
@@ -94,7 +103,7 @@ def assign_splits(
     draws = np.array([split_hash(k, seed) for k in names], np.float64)
     val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
     side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
-    return SplitResult([side[k] for k in keys], counts, forced)
+    return AssignedSplits(counts, forced, [side[k] for k in keys])
 
 
 def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:

@@ -181,7 +181,7 @@ class Ledger:
     def split(self, validation_fraction: float, seed: int) -> tuple[SplitResult, list[str]]:
         """Split the kept records by whole groups (export_splits: `anchor_groups`,
         `split_hash`, `group_sides`) and record each one's split and position (record_id
-        order); returns the split's summary (no per-row splits) and the passages both splits
+        order); returns the split's summary and the passages both splits
         share (none, unless the grouping has a bug)."""
         check_fraction(validation_fraction)
         con = self.con
@@ -221,7 +221,7 @@ class Ledger:
         finally:
             con.unregister("_placed")
         shared = [k.removeprefix("passage:") for k in list(self._anchor_names(leaked))]
-        return SplitResult([], counts, forced), shared
+        return SplitResult(counts, forced), shared
 
     def _group_key(self, groups: np.ndarray) -> Callable[[int], str]:
         """The i-th group's key (its smallest anchor)."""

@@ -321,7 +321,6 @@ def split_hash(group_key: str, seed: int = 0) -> float:
 
 @dataclass(frozen=True)
 class SplitResult:
-    splits: list[str]  # per input row: train | validation
     groups: dict[str, int]  # split -> number of groups
     forced: str | None  # why a group was moved to keep both splits non-empty
 
