@@ -261,22 +261,27 @@ def _keys_edges(
 
 class _Duplicates:
     """question_duplicates as this pass leaves it, in DuckDB: the file's rows less the records
-    whose rows were replaced, plus their new rows (`dup_now`). A pass touches the clusters a
-    night joins; the year of clusters in the file is only streamed through, never held."""
+    whose rows were replaced (`dup_kept`), plus their new rows (`fresh`): `dup_now`. A pass
+    touches the clusters a night joins; the year of clusters in the file is only streamed
+    through, never held."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, store: Store, keep: bool = True) -> None:
         """Over the store's file (`keep`), or over nothing (a full pass)."""
-        self.con, self.replaced = con, 0
+        self.con = con
         self.path = store.quality_path("question_duplicates", DUPLICATES)
         con.register("dup_empty", QUESTION_DUPLICATES.empty_table())
-        self.src = "dup_empty"
+        src = "dup_empty"
         if keep and self.path.exists():  # a view takes no parameters: the path is spelled in
-            self.src = f"read_parquet({sql_string(str(self.path))})"
+            src = f"read_parquet({sql_string(str(self.path))})"
         con.execute("CREATE TEMP TABLE replaced (record_id VARCHAR PRIMARY KEY)")
         con.execute("CREATE TEMP TABLE fresh AS SELECT * FROM dup_empty")
         con.execute(
-            f"CREATE TEMP VIEW dup_now AS SELECT * FROM {self.src} WHERE record_id NOT IN "
-            "(SELECT record_id FROM replaced) UNION ALL BY NAME SELECT * FROM fresh"
+            f"CREATE TEMP VIEW dup_kept AS SELECT * FROM {src} "
+            "WHERE record_id NOT IN (SELECT record_id FROM replaced)"
+        )
+        con.execute(
+            "CREATE TEMP VIEW dup_now AS SELECT * FROM dup_kept UNION ALL BY NAME "
+            "SELECT * FROM fresh"
         )
 
     def clusters_of(self, record_ids: Collection[str]) -> list[dict[str, Any]]:
@@ -301,7 +306,6 @@ class _Duplicates:
         self.con.execute("INSERT OR IGNORE INTO replaced SELECT record_id FROM ids")
         self.con.register("rows", pa.Table.from_pylist(rows, schema=QUESTION_DUPLICATES))
         self.con.execute("INSERT INTO fresh BY NAME SELECT * FROM rows")
-        self.replaced += len(ids)
 
     def write(self) -> None:
         """The file rewritten a batch at a time: its rows that stay, in their order, then the
@@ -311,9 +315,7 @@ class _Duplicates:
             self.path.unlink(missing_ok=True)
             return
         new = self.con.sql("SELECT * FROM fresh ORDER BY record_id").to_arrow_table()
-        kept = self.con.sql(
-            f"SELECT * FROM {self.src} WHERE record_id NOT IN (SELECT record_id FROM replaced)"
-        ).to_arrow_reader(WRITE_ROWS)
+        kept = self.con.sql("SELECT * FROM dup_kept").to_arrow_reader(WRITE_ROWS)
         parts = (pa.Table.from_batches([b]) for b in kept)
         tables = (t.select(QUESTION_DUPLICATES.names).cast(QUESTION_DUPLICATES)
                   for t in itertools.chain(parts, [new]) if t.num_rows)  # fmt: skip
@@ -327,13 +329,13 @@ def _drop_runs(
     files: list[str],
     threshold: float,
     now: dt.datetime,
-) -> None:
+) -> int:
     """`removed` records (runs that left the catalog: retention) taken out of `dup`: each
     cluster that held one is reclustered from its other members' stored keys (its edges all
-    run inside it)."""
+    run inside it). Returns how many rows changed."""
     affected = dup.clusters_of(removed)
     if not affected:
-        return
+        return 0
     run_of = {r["record_id"]: r["run_id"] for r in affected}
     con.register("wanted", pa.table({"record_id": sorted(set(run_of) - removed)}))
     rows = con.sql(SIGNATURES_SQL, params={"files": files}).to_arrow_table().to_pylist()
@@ -347,6 +349,7 @@ def _drop_runs(
         if c.cluster_size > 1
     ]
     dup.replace(run_of, kept)
+    return len(affected)
 
 
 def _cluster_new(
@@ -383,14 +386,13 @@ def _cluster_new(
     run_of = {r["record_id"]: r["run_id"] for r in records}
     now = utcnow()
     with duckdb.connect() as con:
-        dup = _Duplicates(con, store)
+        dup, changed = _Duplicates(con, store), 0
         if gone:
             removed = {
                 rid for p in gone_paths
                 for rid in pq.read_table(p, columns=["record_id"]).column(0).to_pylist()
             }  # fmt: skip
-            _drop_runs(con, dup, removed, old_files, q.minhash_threshold, now)
-        changed = dup.replaced
+            changed = _drop_runs(con, dup, removed, old_files, q.minhash_threshold, now)
         bands = keys.shape[1]
         con.register("nk", pa.table({
             "i": np.repeat(np.arange(len(live), dtype=np.int64), bands),
