@@ -29,7 +29,7 @@ from pipeline.catalog.export import export_curriculum, record_row  # noqa: E402
 from pipeline.catalog.export_formats import records_table, verl_table  # noqa: E402
 from pipeline.catalog.export_process import attach_solver_process  # noqa: E402
 from pipeline.catalog.export_selection import default_selection  # noqa: E402
-from pipeline.catalog.export_splits import SPLITS  # noqa: E402
+from pipeline.catalog.export_splits import DROP_CATEGORIES, SPLITS  # noqa: E402
 from pipeline.catalog.readonly_sql import connect_audit  # noqa: E402
 from pipeline.core.io import write_parquet_atomic  # noqa: E402
 from pipeline.store.store import Store  # noqa: E402
@@ -110,7 +110,8 @@ def _reference(catalog: Path, where: str | None, kw: dict) -> dict:
         attach_solver_process(con, kept, views)
     by = {s: [r for r, t in zip(kept, split.splits, strict=True) if t == s] for s in SPLITS}
     rows = {s: [record_row(r, s, i) for i, r in enumerate(by[s])] for s in SPLITS}
-    dropped = b"".join(orjson.dumps(dataclasses.asdict(d)) + b"\n" for d in drops.in_order())
+    in_order = (d for name in DROP_CATEGORIES for d in getattr(drops, name))
+    dropped = b"".join(orjson.dumps(dataclasses.asdict(d)) + b"\n" for d in in_order)
     return {"rows": rows, "dropped": dropped}
 
 

@@ -5,7 +5,6 @@ hand-made rows."""
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -199,13 +198,6 @@ class Drops:
     not_reviewed: list[Dropped] = field(default_factory=list)  # --reviewed-only: none accepted
     duplicates: list[Dropped] = field(default_factory=list)
     near_duplicates: list[Dropped] = field(default_factory=list)
-
-    def in_order(self) -> list[Dropped]:
-        return [d for f in fields(self) for d in getattr(self, f.name)]
-
-    def counts(self) -> dict[str, int]:
-        sizes = {f.name: len(getattr(self, f.name)) for f in fields(self)}
-        return drop_counts(sizes, Counter(d.reason for d in self.gated))
 
 
 # dropped.jsonl's categories, in its order (a category's rank is its index).
