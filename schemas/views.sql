@@ -212,11 +212,14 @@ LEFT JOIN verifier_thresholds_of(cur, ctl) t ON t.run_id = c.run_id;
 -- Every record's facts: the compacted runs' files, and the rest computed from their shards
 -- (the store lists each side's files: record_facts_files, curriculum_without_record_facts and
 -- control_scores_without_record_facts).
+CREATE OR REPLACE VIEW record_facts_computed AS
+SELECT * FROM record_facts_of('curriculum_without_record_facts',
+                              'control_scores_without_record_facts');
+
 CREATE OR REPLACE VIEW record_facts AS
 SELECT * EXCLUDE (run_date) FROM record_facts_files
 UNION ALL BY NAME
-SELECT * FROM record_facts_of('curriculum_without_record_facts',
-                              'control_scores_without_record_facts');
+SELECT * FROM record_facts_computed;
 
 -- The latest review of each record: reviews are append-only (a file per submission under
 -- <out>/reviews/), and a later verdict replaces an earlier one.
@@ -251,14 +254,36 @@ FROM record_facts f
 LEFT JOIN (SELECT DISTINCT record_id FROM benchmark_matches) k ON k.record_id = f.record_id
 LEFT JOIN question_duplicates q ON q.record_id = f.record_id;
 
+-- What the duplicate groups rank of a record_facts relation: the records that pass the gates
+-- of their own run, with a hash of their question's key (an integer to group a year of nights
+-- by; the groups themselves are the keys). Contamination, a check across runs, is the
+-- ranking's to join.
+CREATE OR REPLACE MACRO duplicate_keys_of(facts) AS TABLE
+SELECT record_id, run_id, question_key, hash(question_key) AS question_hash, verifier_v
+FROM query_table(facts)
+WHERE before_quality IS NULL AND gate_rejected_by IS NULL;
+
+-- The catalog's refresh stands a temporary view in for this one: the same rows, the compacted
+-- runs' from the store's index of them (pipeline/store/duplicate_keys.py), kept night by
+-- night, so a year of nights is not re-read to rank one more.
+CREATE OR REPLACE VIEW duplicate_keys AS SELECT * FROM duplicate_keys_of('record_facts');
+
 -- Only groups of two or more can have a loser: the window ranks those alone (a year of
 -- nights passes about 260k records, a few hundred of which share a question).
 CREATE OR REPLACE VIEW record_duplicate_ranking AS
 WITH passing AS MATERIALIZED (
-    -- the duplicate groups rank only the records that pass everything else
-    SELECT record_id, question_key, duplicate_cluster_id, verifier_v
-    FROM record_gated
-    WHERE gate_rejection IS NULL
+    -- the records that pass everything else (record_gated's gate_rejection is null) and
+    -- could lose: another's question has the same hash, or a cluster of two or more
+    SELECT k.record_id, k.question_key, q.cluster_id AS duplicate_cluster_id, k.verifier_v
+    FROM duplicate_keys k
+    LEFT JOIN question_duplicates q ON q.record_id = k.record_id
+    WHERE (
+        k.question_hash IN (
+            SELECT question_hash FROM duplicate_keys GROUP BY question_hash HAVING count(*) > 1
+        )
+        OR q.record_id IS NOT NULL
+    )
+    AND NOT EXISTS (SELECT 1 FROM benchmark_matches b WHERE b.record_id = k.record_id)
 ),
 question_ranked AS (
     SELECT

@@ -392,6 +392,79 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
         }, r
 
 
+def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(history, tmp_path):
+    """The refresh ranks duplicates from the store's index of the compacted runs' keys
+    (pipeline/store/duplicate_keys.py): the same rows as the catalog's own duplicate_keys view
+    over every record_facts file, with compacted and live runs, once a run is compacted, and
+    after the index was corrupted; a hard-linked snapshot of the index is never changed."""
+    import hashlib
+    import os
+
+    from pipeline.store.duplicate_keys import INDEX_PATH
+    from schemas.tables import schema_for
+
+    store = copy_of(history, tmp_path / "out")
+    index, last = store.root / INDEX_PATH, run_name(NIGHTS - 1)
+    with connect_readonly(store.catalog_path) as con:  # two accepted records of each night
+        ((last_date,),) = con.execute(
+            "SELECT run_date FROM runs WHERE run_id = ?", [last]
+        ).fetchall()
+        cols = ", ".join(f.name for f in schema_for("curriculum"))
+        picked = con.sql(
+            f"SELECT {cols} FROM curriculum WHERE record_id IN (SELECT record_id FROM accepted "
+            "WHERE run_id <> ? QUALIFY row_number() OVER (PARTITION BY run_id "
+            "ORDER BY record_id) <= 2)",
+            params=[last],
+        )
+        rows = picked.to_arrow_table().to_pylist()
+    # the last night asks them again with a higher V: the earlier ones lose
+    again = [r | {"record_id": f"again{i}", "run_id": last, "verifier_v": 1.0}
+             for i, r in enumerate(rows)]  # fmt: skip
+    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", again)])
+    for r in range(NIGHTS - 1):
+        compact_run(store, run_name(r))
+
+    def ranked() -> list[tuple]:
+        store.refresh_catalog(artifacts(store.root))
+        with connect_readonly(store.catalog_path) as con:  # without the index: every file
+            every_file = con.execute("SELECT * FROM record_duplicate_ranking").fetchall()
+            got = con.execute("SELECT * FROM record_duplicates").fetchall()
+        assert sorted(got) == sorted(every_file)
+        return sorted(got)
+
+    def indexed() -> tuple[set[str], int]:
+        with duckdb.connect(str(index), read_only=True) as con:
+            runs = {r for (r,) in con.execute("SELECT run_id FROM files").fetchall()}
+            ((n,),) = con.execute("SELECT count(*) FROM keys").fetchall()
+        return runs, n
+
+    def own_passing(runs: set[str]) -> int:
+        with connect_readonly(store.catalog_path) as con:
+            return con.execute(
+                "SELECT count(*) FROM record_facts WHERE list_contains(?, run_id) "
+                "AND before_quality IS NULL AND gate_rejected_by IS NULL",
+                [sorted(runs)],
+            ).fetchall()[0][0]
+
+    got = ranked()
+    assert {(r["record_id"], f"again{i}") for i, r in enumerate(rows)} <= {
+        (rid, of) for rid, _, of in got
+    }
+    compacted = {run_name(r) for r in range(NIGHTS - 1)}
+    assert indexed() == (compacted, own_passing(compacted))
+
+    os.link(index, tmp_path / "snapshot.duckdb")  # a snapshot of the store by hard links
+    snapshot = hashlib.sha256((tmp_path / "snapshot.duckdb").read_bytes()).hexdigest()
+    compact_run(store, last)
+    assert ranked() == got
+    every = compacted | {last}
+    assert indexed() == (every, own_passing(every))
+    assert hashlib.sha256((tmp_path / "snapshot.duckdb").read_bytes()).hexdigest() == snapshot
+
+    index.write_bytes(b"not a DuckDB file\n" * 1000)
+    assert ranked() == got and indexed() == (every, own_passing(every))
+
+
 def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):
     """A record the proposer never posed has no question, answer or evidence: its run's
     records page and its own page still answer, saying so."""

@@ -36,6 +36,7 @@ from pipeline.core.io import (
     write_parquet_atomic,
 )
 from pipeline.core.parquet_sql import files_select, path_list
+from pipeline.store.duplicate_keys import indexed_duplicate_keys
 from pipeline.store.reviews import attach_reviews, review_files
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
@@ -385,7 +386,7 @@ class Store:
         with self._catalog_lock(), atomic_path(self.catalog_path) as tmp:
             try:
                 with duckdb.connect(str(tmp)) as con:
-                    build_catalog(con, listing, runs, artifacts)
+                    build_catalog(con, listing, runs, artifacts, index_root=self.root)
                     # Where the store is: read-only connections list its reviews afresh.
                     con.execute(
                         "CREATE OR REPLACE TABLE catalog_info AS "
@@ -403,6 +404,7 @@ def build_catalog(
     listing: list[Listed],
     runs: list[Path],
     artifacts: dict[str, list[Path]],
+    index_root: Path | None = None,
 ) -> None:
     """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
     no files gets an empty view with the contract's columns), then views.sql. A derived table
@@ -413,7 +415,8 @@ def build_catalog(
     file of a view's listing at each bind (a stat per file, about 3 ms per view at a year of
     nights), and a view's columns are its first file's (the refresh checked every file
     against the contract, and `union_by_name` is off). The base views then list every file,
-    and the one table views.sql materialises is computed over them."""
+    and the one table views.sql materialises is computed over them: the duplicate ranking,
+    from the duplicate index under `index_root` (a store's root) where one is given."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
@@ -447,9 +450,15 @@ def build_catalog(
                 "UNION ALL BY NAME SELECT * FROM _kg_rejects"
             )
             con.execute(views_sql())
-    con.execute(
-        "CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking"
-    )
+    facts = [(item.run_id, item.path) for item in listing if item.table == "record_facts"]
+    with (
+        indexed_duplicate_keys(con, index_root, facts, views_sql())
+        if index_root
+        else contextlib.nullcontext()
+    ):
+        con.execute(
+            "CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking"
+        )
     # Each run's files of the per-run base views, for a reader of one run (scope_to_run).
     run_of = {item.path: item.run_id for item in listing} | {p: p.parent.name for p in runs}
     files_of = [{"view": name, "run_id": run_of[p], "path": str(p), "hive": hive}
