@@ -397,9 +397,9 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
     (pipeline/store/duplicate_keys.py): the same rows as the catalog's own duplicate_keys view
     over every record_facts file, with compacted and live runs, once a run is compacted, and
     after the index was corrupted; a hard-linked snapshot of the index is never changed."""
-    import hashlib
     import os
 
+    from pipeline.core.io import sha256_file
     from pipeline.store.duplicate_keys import INDEX_PATH
     from schemas.tables import schema_for
 
@@ -454,12 +454,12 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
     assert indexed() == (compacted, own_passing(compacted))
 
     os.link(index, tmp_path / "snapshot.duckdb")  # a snapshot of the store by hard links
-    snapshot = hashlib.sha256((tmp_path / "snapshot.duckdb").read_bytes()).hexdigest()
+    snapshot = sha256_file(tmp_path / "snapshot.duckdb")
     compact_run(store, last)
     assert ranked() == got
     every = compacted | {last}
     assert indexed() == (every, own_passing(every))
-    assert hashlib.sha256((tmp_path / "snapshot.duckdb").read_bytes()).hexdigest() == snapshot
+    assert sha256_file(tmp_path / "snapshot.duckdb") == snapshot
 
     index.write_bytes(b"not a DuckDB file\n" * 1000)
     assert ranked() == got and indexed() == (every, own_passing(every))

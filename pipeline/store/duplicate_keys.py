@@ -31,7 +31,6 @@ log = logging.getLogger(__name__)
 
 INDEX_PATH = "cache/duplicate_keys.duckdb"  # under the store root
 ALIAS = "duplicate_index"
-COLUMNS = ("record_id", "run_id", "question_key", "question_hash", "verifier_v")
 
 
 @contextlib.contextmanager
@@ -50,18 +49,19 @@ def indexed_duplicate_keys(
     except (OSError, duckdb.Error) as exc:
         log.warning("duplicate index %s not used (%s): ranking from every file", path, exc)
         _detach(con)
-        yield
-        return
-    cols = ", ".join(COLUMNS)
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW duplicate_keys AS SELECT {cols} FROM {ALIAS}.keys "
-        f"UNION ALL SELECT {cols} FROM duplicate_keys_of('record_facts_computed')"
-    )
+        indexed = False
+    else:
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW duplicate_keys AS SELECT * FROM {ALIAS}.keys "
+            "UNION ALL SELECT * FROM duplicate_keys_of('record_facts_computed')"
+        )
+        indexed = True
     try:
         yield
     finally:
-        con.execute("DROP VIEW IF EXISTS temp.duplicate_keys")
-        _detach(con)
+        if indexed:
+            con.execute("DROP VIEW IF EXISTS temp.duplicate_keys")
+            _detach(con)
 
 
 def _version(views: str) -> str:
@@ -73,9 +73,11 @@ def _version(views: str) -> str:
 
 
 def _attach(con: duckdb.DuckDBPyConnection, path: Path, version: str) -> None:
-    """Attach the index, rebuilt empty when it cannot be read or is of another version."""
+    """Attach the index, rebuilt empty when it cannot be read or is of another version (its
+    rows' columns are the macro's own, as views.sql defines them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    for p in (path, path.with_name(path.name + ".wal")):
+    files = (path, path.with_name(path.name + ".wal"))
+    for p in files:
         if p.exists() and os.stat(p).st_nlink > 1:
             _unshare(p)
     if path.exists():
@@ -88,7 +90,7 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, version: str) -> None:
         except duckdb.Error as exc:
             log.warning("duplicate index %s unreadable (%s): rebuilding it", path, exc)
         _detach(con)
-    for p in (path, path.with_name(path.name + ".wal")):
+    for p in files:
         p.unlink(missing_ok=True)
     con.execute(f"ATTACH {sql_string(path)} AS {ALIAS}")
     con.execute("BEGIN")
@@ -96,8 +98,8 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, version: str) -> None:
     con.execute(f"INSERT INTO {ALIAS}.meta VALUES (?)", [version])
     con.execute(f"CREATE TABLE {ALIAS}.files (run_id VARCHAR, path VARCHAR)")
     con.execute(
-        f"CREATE TABLE {ALIAS}.keys (record_id VARCHAR, run_id VARCHAR, question_key VARCHAR, "
-        "question_hash UBIGINT, verifier_v DOUBLE)"
+        f"CREATE TABLE {ALIAS}.keys AS "
+        "SELECT * FROM duplicate_keys_of('record_facts_computed') LIMIT 0"
     )
     con.execute("COMMIT")
 
@@ -111,43 +113,38 @@ def _unshare(path: Path) -> None:
 def _sync(con: duckdb.DuckDBPyConnection, root: Path, facts: list[tuple[str, Path]]) -> None:
     """One transaction: drop the rows of runs whose listed files are not those indexed, and
     read the files of the runs not indexed."""
-    want: dict[str, list[str]] = {}
+    want: dict[str, set[str]] = {}
     for run_id, p in facts:
-        want.setdefault(run_id, []).append(p.relative_to(root).as_posix())
-    have: dict[str, list[str]] = {}
+        want.setdefault(run_id, set()).add(p.relative_to(root).as_posix())
+    have: dict[str, set[str]] = {}
     for run_id, rel in con.execute(f"SELECT run_id, path FROM {ALIAS}.files").fetchall():
-        have.setdefault(run_id, []).append(rel)
-    stale = [r for r in have if sorted(have[r]) != sorted(want.get(r, ()))]
-    new = [r for r in want if sorted(want[r]) != sorted(have.get(r, ()))]
+        have.setdefault(run_id, set()).add(rel)
+    stale = [r for r in have if have[r] != want.get(r)]
+    new = [(r, rel) for r in want if want[r] != have.get(r) for rel in sorted(want[r])]
     if not stale and not new:
         return
-    paths = [root / rel for r in new for rel in want[r]]
-    if paths:  # a temporary view is written outside the index's transaction
+    if new:  # a temporary view is written outside the index's transaction
+        paths = path_list(root / rel for _, rel in new)
         con.execute(
             "CREATE OR REPLACE TEMP VIEW _new_record_facts AS SELECT * FROM "
-            f"read_parquet({path_list(paths)}, hive_partitioning = false, union_by_name = true)"
+            f"read_parquet({paths}, hive_partitioning = false, union_by_name = true)"
         )
     con.execute("BEGIN")
     try:
         for table in ("keys", "files"):
             con.execute(f"DELETE FROM {ALIAS}.{table} WHERE list_contains(?, run_id)", [stale])
-        if paths:
-            cols = ", ".join(COLUMNS)
+        if new:
             con.execute(
-                f"INSERT INTO {ALIAS}.keys SELECT {cols} "
-                "FROM duplicate_keys_of('_new_record_facts')"
+                f"INSERT INTO {ALIAS}.keys SELECT * FROM duplicate_keys_of('_new_record_facts')"
             )
-            con.executemany(
-                f"INSERT INTO {ALIAS}.files VALUES (?, ?)",
-                [(r, rel) for r in new for rel in want[r]],
-            )
+            con.executemany(f"INSERT INTO {ALIAS}.files VALUES (?, ?)", new)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     finally:
         con.execute("DROP VIEW IF EXISTS temp._new_record_facts")
-    log.info("duplicate index: %d runs dropped, %d read", len(stale), len(new))
+    log.info("duplicate index: %d runs dropped, %d files read", len(stale), len(new))
 
 
 def _detach(con: duckdb.DuckDBPyConnection) -> None:

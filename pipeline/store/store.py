@@ -439,6 +439,7 @@ def build_catalog(
     views += [(table, table, paths, False) for table, paths in artifacts.items()]
     for table, name, _, _ in views:
         _empty_table(con, table, name)
+    sql = views_sql()
     for most in (1, None):
         for _, name, paths, hive in views:
             _create_view(con, name, paths[:most], hive)
@@ -449,10 +450,10 @@ def build_catalog(
                 "CREATE OR REPLACE VIEW rejects AS SELECT * FROM _run_rejects "
                 "UNION ALL BY NAME SELECT * FROM _kg_rejects"
             )
-            con.execute(views_sql())
+            con.execute(sql)
     facts = [(item.run_id, item.path) for item in listing if item.table == "record_facts"]
     with (
-        indexed_duplicate_keys(con, index_root, facts, views_sql())
+        indexed_duplicate_keys(con, index_root, facts, sql)
         if index_root
         else contextlib.nullcontext()
     ):
