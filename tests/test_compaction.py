@@ -394,17 +394,17 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
 
 def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(history, tmp_path):
     """The refresh ranks duplicates from the store's index of the compacted runs' keys
-    (pipeline/store/duplicate_keys.py): the same rows as the catalog's own duplicate_keys view
+    (pipeline/store/run_index.py): the same rows as the catalog's own duplicate_keys view
     over every record_facts file, with compacted and live runs, once a run is compacted, and
     after the index was corrupted; a hard-linked snapshot of the index is never changed."""
     import os
 
     from pipeline.core.io import sha256_file
-    from pipeline.store.duplicate_keys import INDEX_PATH
+    from pipeline.store.run_index import DUPLICATE_KEYS
     from schemas.tables import schema_for
 
     store = copy_of(history, tmp_path / "out")
-    index, last = store.root / INDEX_PATH, run_name(NIGHTS - 1)
+    index, last = store.root / DUPLICATE_KEYS.path, run_name(NIGHTS - 1)
     with connect_readonly(store.catalog_path) as con:  # two accepted records of each night
         ((last_date,),) = con.execute(
             "SELECT run_date FROM runs WHERE run_id = ?", [last]
@@ -463,6 +463,96 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
 
     index.write_bytes(b"not a DuckDB file\n" * 1000)
     assert ranked() == got and indexed() == (every, own_passing(every))
+
+
+def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(history, tmp_path):
+    """The refresh keeps the evidence check's results from the store's index of the compacted
+    runs (pipeline/store/run_index.py): the same rows as the macros over every file, with a
+    bad span in a compacted and in a live run; after a passage of the corpus changed (the
+    index is rebuilt: the changed passage's records now differ); once the last run is
+    compacted; and after a compacted file was rewritten by hand."""
+    import pyarrow.parquet as pq
+
+    from pipeline.core.contracts import read_shard
+    from pipeline.core.io import write_parquet_atomic
+    from pipeline.store.run_index import EVIDENCE
+    from schemas.tables import schema_for
+
+    store = copy_of(history, tmp_path / "out")
+    index, first, last = store.root / EVIDENCE.path, run_name(0), run_name(NIGHTS - 1)
+    cols = ", ".join(f.name for f in schema_for("curriculum"))
+    bad = {}
+    for run in (first, last):  # a verbatim record again under a new id, its span changed
+        with connect_readonly(store.catalog_path) as con:
+            ((day,),) = con.execute("SELECT run_date FROM runs WHERE run_id = ?", [run]).fetchall()
+            row = (
+                con.sql(
+                    f"SELECT {cols} FROM curriculum WHERE run_id = ? AND is_verbatim "
+                    "ORDER BY record_id LIMIT 1",
+                    params=[run],
+                )
+                .to_arrow_table()
+                .to_pylist()[0]
+            )
+        bad[run] = row | {"record_id": f"bad-{run}", "evidence": row["evidence"] + " (sic)"}
+        store.commit(run, "bad", [store.write_shard("curriculum", run, day, "bad", [bad[run]])])
+    for r in range(NIGHTS - 1):
+        compact_run(store, run_name(r))
+
+    def checked() -> tuple[list[tuple], list[tuple]]:
+        """The catalog's evidence tables, checked against the macros over every file."""
+        store.refresh_catalog(artifacts(store.root))
+        got = []
+        with connect_readonly(store.catalog_path) as con:
+            for table in ("evidence_counts", "evidence_mismatches"):
+                every = con.execute(f"SELECT * FROM {table}_of('curriculum')").fetchall()
+                kept = con.execute(f"SELECT * FROM {table}").fetchall()
+                assert sorted(kept) == sorted(every), table
+                got.append(sorted(kept))
+        return got[0], got[1]
+
+    def indexed() -> tuple[set[str], set[str]]:
+        with duckdb.connect(str(index), read_only=True) as con:
+            files = {r for (r,) in con.execute("SELECT run_id FROM files").fetchall()}
+            counted = {r for (r,) in con.execute("SELECT run_id FROM counts").fetchall()}
+        return files, counted
+
+    counts, mismatches = checked()
+    assert {(r[0], r[5]) for r in mismatches} == {(f"bad-{run}", "span_differs") for run in bad}
+    assert {r[0]: r[3] for r in counts} == {run_name(r): int(run_name(r) in bad)
+                                            for r in range(NIGHTS)}  # fmt: skip
+    compacted = {run_name(r) for r in range(NIGHTS - 1)}
+    assert indexed() == (compacted, compacted)
+
+    # the corpus changes: one passage's text, that a good record of the first run cites
+    path = store.root / "index/passages.parquet"
+    passages = read_shard(path, "passages").to_pylist()
+    with connect_readonly(store.catalog_path) as con:
+        ((pid, n),) = con.execute(
+            "SELECT evidence_passage_id, count(*) FROM evidence_check WHERE run_id = ? "
+            "AND evidence_matches GROUP BY ALL ORDER BY ALL LIMIT 1",
+            [first],
+        ).fetchall()
+    for p in passages:
+        if p["id"] == pid:
+            p["text"] = p["text"].upper().swapcase()[::-1]
+    write_parquet_atomic(path, pq.read_table(path).from_pylist(passages, pq.read_schema(path)))
+    _, after = checked()
+    changed = {r[0] for r in after if r[2] == pid and r[5] == "span_differs"}
+    assert len(changed) >= n >= 1 and len(after) >= len(mismatches) + n
+
+    compact_run(store, last)
+    assert checked()[1] == after and indexed() == (compacted | {last},) * 2
+
+    # a compacted file rewritten by hand (same name): read again, not trusted
+    with connect_readonly(store.catalog_path) as con:
+        [(shard,)] = con.execute(
+            "SELECT path FROM catalog_files WHERE view = 'curriculum' AND run_id = ?", [first]
+        ).fetchall()
+    rows = [r for r in read_shard(shard, "curriculum").to_pylist()
+            if r["record_id"] != f"bad-{first}"]  # fmt: skip
+    write_parquet_atomic(Path(shard), pq.read_table(shard).from_pylist(rows, pq.read_schema(shard)))
+    assert f"bad-{first}" not in {r[0] for r in checked()[1]}
 
 
 def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):

@@ -44,7 +44,7 @@ from pipeline.catalog.retention import (  # noqa: E402
 from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
 from pipeline.core.run_control import store_run_lock  # noqa: E402
 from pipeline.store.compaction import compact_run, sweep  # noqa: E402
-from pipeline.store.duplicate_keys import INDEX_PATH  # noqa: E402
+from pipeline.store.run_index import DUPLICATE_KEYS, INDEXES  # noqa: E402
 from pipeline.store.store import COMPACTED, SHARDED_TABLES, Store, connect_readonly  # noqa: E402
 from schemas.tables import RUN_PLAN, schema_for  # noqa: E402
 
@@ -218,12 +218,12 @@ def test_whole_run_prune_removes_exactly_the_old_runs(history, tmp_path, landing
     left = snapshot(store.root)
     gone = {f for f in files if any(r in f for r in OLD)}
     assert not any(r in f for f in left for r in OLD)
-    # every other file untouched, but the catalog and the duplicate index (the refresh's)
-    rebuilt = {"curriculum.duckdb", INDEX_PATH}
+    # every other file untouched, but the catalog and the run indexes (the refresh's)
+    rebuilt = {"curriculum.duckdb", *(index.path for index in INDEXES)}
     assert {k: v for k, v in left.items() if k not in rebuilt} == {
         k: v for k, v in files.items() if k not in gone and k not in rebuilt
     }
-    with duckdb.connect(str(store.root / INDEX_PATH), read_only=True) as con:
+    with duckdb.connect(str(store.root / DUPLICATE_KEYS.path), read_only=True) as con:
         indexed = {t: {r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
                    for t in ("files", "keys")}  # fmt: skip
     assert indexed["files"] == set(KEPT) and indexed["keys"] <= set(KEPT), indexed

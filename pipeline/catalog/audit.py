@@ -107,7 +107,9 @@ AUDITS: dict[str, Audit] = {
         Audit(
             "evidence",
             "Re-check every verbatim record: its span must equal substr(passage text, start, "
-            "len) of its recorded evidence passage. Lists the records where it does not.",
+            "len) of its recorded evidence passage. Lists the records where it does not. As "
+            "of the catalog's refresh, against the passages it was given (the evidence_check "
+            "view re-checks against the passages now).",
             [
                 (
                     "evidence mismatches",
@@ -121,10 +123,8 @@ AUDITS: dict[str, Audit] = {
                 (
                     "evidence checked",
                     f"""
-                    SELECT run_id, count(*) AS verbatim_records,
-                           count(*) FILTER (WHERE evidence_matches) AS matching,
-                           count(*) FILTER (WHERE NOT evidence_matches) AS mismatches
-                    FROM evidence_check WHERE {_RUN} GROUP BY run_id ORDER BY run_id
+                    SELECT run_id, verbatim AS verbatim_records, matching, mismatches
+                    FROM evidence_counts WHERE {_RUN} ORDER BY run_id
                     """,
                 ),
             ],

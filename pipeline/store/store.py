@@ -36,8 +36,8 @@ from pipeline.core.io import (
     write_parquet_atomic,
 )
 from pipeline.core.parquet_sql import files_select, path_list
-from pipeline.store.duplicate_keys import indexed_duplicate_keys
 from pipeline.store.reviews import attach_reviews, review_files
+from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, indexed
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -415,8 +415,9 @@ def build_catalog(
     file of a view's listing at each bind (a stat per file, about 3 ms per view at a year of
     nights), and a view's columns are its first file's (the refresh checked every file
     against the contract, and `union_by_name` is off). The base views then list every file,
-    and the one table views.sql materialises is computed over them: the duplicate ranking,
-    from the duplicate index under `index_root` (a store's root) where one is given."""
+    and the tables views.sql materialises are computed over them (the duplicate ranking, the
+    evidence check), from the store's run indexes under `index_root` (a store's root) where
+    one is given."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
@@ -442,7 +443,8 @@ def build_catalog(
     sql = views_sql()
     for most in (1, None):
         for _, name, paths, hive in views:
-            _create_view(con, name, paths[:most], hive)
+            # views.sql's evidence tables, recomputed below, need not read the corpus first
+            _create_view(con, name, [] if most and name == "passages" else paths[:most], hive)
         if most:
             # `rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
             # run_date), so one view answers "what input did the pipeline refuse".
@@ -451,15 +453,7 @@ def build_catalog(
                 "UNION ALL BY NAME SELECT * FROM _kg_rejects"
             )
             con.execute(sql)
-    facts = [(item.run_id, item.path) for item in listing if item.table == "record_facts"]
-    with (
-        indexed_duplicate_keys(con, index_root, facts, sql)
-        if index_root
-        else contextlib.nullcontext()
-    ):
-        con.execute(
-            "CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking"
-        )
+    _materialise(con, listing, artifacts["passages"], sql, index_root)
     # Each run's files of the per-run base views, for a reader of one run (scope_to_run).
     run_of = {item.path: item.run_id for item in listing} | {p: p.parent.name for p in runs}
     files_of = [{"view": name, "run_id": run_of[p], "path": str(p), "hive": hive}
@@ -469,6 +463,35 @@ def build_catalog(
     con.register("_files_arrow", pa.Table.from_pylist(files_of, schema=schema))
     con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
     con.unregister("_files_arrow")
+
+
+def _materialise(
+    con: duckdb.DuckDBPyConnection,
+    listing: list[Listed],
+    passages: list[Path],
+    sql: str,
+    index_root: Path | None,
+) -> None:
+    """The tables views.sql materialises, over every file: the duplicate ranking's losers
+    and the evidence check's results, each from the store's run index of the compacted runs
+    (pipeline/store/run_index.py) where a store root is given."""
+    compacted = {item.run_id for item in listing if item.table == DUPLICATE_KEYS.source}
+    facts = [(i.run_id, i.path) for i in listing if i.table == DUPLICATE_KEYS.source]
+    with indexed(con, index_root, DUPLICATE_KEYS, facts, {"views": sql}) as rel:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW duplicate_keys AS {rel['keys']}")
+        try:
+            con.execute(
+                "CREATE OR REPLACE TABLE record_duplicates AS "
+                "SELECT * FROM record_duplicate_ranking"
+            )
+        finally:
+            con.execute("DROP VIEW temp.duplicate_keys")
+    checked = [(i.run_id, i.path) for i in listing
+               if i.table == EVIDENCE.source and i.run_id in compacted]  # fmt: skip
+    corpus = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in passages]
+    with indexed(con, index_root, EVIDENCE, checked, {"views": sql, "passages": corpus}) as rel:
+        for table in ("counts", "mismatches"):
+            con.execute(f"CREATE OR REPLACE TABLE evidence_{table} AS {rel[table]}")
 
 
 def scope_to_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
