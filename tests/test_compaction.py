@@ -345,12 +345,12 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
     history, tmp_path, compacted
 ):
     """The report and a one-run audit scope the per-run base views to the run's files
-    (scope_to_run): every figure the report collects and every audit's rows equal those read
+    (scope_to_runs): every figure the report collects and every audit's rows equal those read
     over every run's files, duplicates across runs and quality tables included."""
     import dataclasses
 
     from pipeline.catalog.report_data import collect_run_data
-    from pipeline.store.store import scope_to_run
+    from pipeline.store.store import scope_to_runs
     from schemas.tables import schema_for
 
     store = copy_of(history, tmp_path / "out")
@@ -378,7 +378,7 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
         audited = {r: audit_rows(con, run_name(r)) for r in range(NIGHTS)}
     for r in range(NIGHTS):
         with connect_readonly(store.catalog_path) as con:
-            scope_to_run(con, run_name(r))
+            scope_to_runs(con, [run_name(r)])
             assert con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall() == [
                 (run_name(r),)
             ]

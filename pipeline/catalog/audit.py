@@ -371,7 +371,7 @@ def run_audit(
                     f"no run {run_id!r} in {catalog}; runs: {', '.join(known) or 'none'}"
                 )
             if run_id is not None:  # one run's audit reads that run's files
-                session.scope(run_id)
+                session.scope([run_id])
             tables = [
                 session.fetch(title, stmt, {"run_id": run_id}, f"audit {name}: {title}")
                 for title, stmts in checked

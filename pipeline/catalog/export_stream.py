@@ -24,12 +24,13 @@ from pipeline.catalog.export_formats import SplitWriter
 from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_selection import group_runs
 from pipeline.catalog.export_splits import SPLITS
+from pipeline.store.store import scope_to_runs
 
 # Full rows read from the catalog at once: whole runs, at most this many kept records a batch
 # (one run larger than that is one batch).
-BATCH_ROWS = 10_000
+BATCH_ROWS = 2000
 # Consecutive rows of a split held at once while writing it.
-BUCKET_ROWS = 10_000
+BUCKET_ROWS = 2000
 
 Render = Callable[[dict[str, Any], str, int], dict[str, Any]]
 
@@ -42,16 +43,21 @@ def full_rows(
     views: set[str],
 ) -> list[dict[str, Any]]:
     """The `columns` of the curriculum rows of `record_ids` (all in `run_ids`), with their
-    solver_process; read run by run (`run_id = ?` reads that run's files only)."""
+    solver_process; read run by run (`run_id = ?` reads that run's files only), over views
+    of the batch's own files (store.scope_to_runs; every run's again after)."""
     tables, wanted = [], pa.array(list(record_ids), pa.string())
-    for run_id in run_ids:
-        rel = con.table("curriculum").filter(
-            duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)
-        )
-        tbl = rel.select(*columns).to_arrow_table()
-        tables.append(tbl.filter(pc.is_in(tbl["record_id"], value_set=wanted)))
-    rows = pa.concat_tables(tables).to_pylist() if tables else []
-    attach_solver_process(con, rows, views)
+    scope_to_runs(con, run_ids)
+    try:
+        for run_id in run_ids:
+            rel = con.table("curriculum").filter(
+                duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)
+            )
+            tbl = rel.select(*columns).to_arrow_table()
+            tables.append(tbl.filter(pc.is_in(tbl["record_id"], value_set=wanted)))
+        rows = pa.concat_tables(tables).to_pylist() if tables else []
+        attach_solver_process(con, rows, views)
+    finally:
+        scope_to_runs(con, None)
     return rows
 
 
@@ -119,5 +125,6 @@ def stream_records(
             for rows in spill.drain(split):
                 for w in writers:
                     w.add(split, rows)
+                del rows  # before the next bucket is read: one bucket held at a time, not two
     finally:
         spill.remove()

@@ -39,7 +39,7 @@ from pipeline.catalog.report_data import (
 )
 from pipeline.catalog.report_plots import PLOT_NAMES, render_plots
 from pipeline.core.io import atomic_write_bytes
-from pipeline.store.store import connect_readonly, scope_to_run
+from pipeline.store.store import connect_readonly, scope_to_runs
 
 REPORT_DIRNAME = "report"
 MARKDOWN_NAME = "report.md"
@@ -410,7 +410,7 @@ def write_run_report(
 ) -> RunReport:
     """Query the catalog (read-only) for one run and write its report under run_dir/report/."""
     with connect_readonly(catalog_path) as con:
-        scope_to_run(con, run_id)  # its figures read its own files (and what spans runs)
+        scope_to_runs(con, [run_id])  # its figures read its own files (and what spans runs)
         d = collect_run_data(con, run_id, examples)
     tasks = coverage_rows(d.by_task, task_keys(d))
     hops = coverage_rows(d.by_hop, hop_keys(d))

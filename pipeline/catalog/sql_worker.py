@@ -107,10 +107,12 @@ class BoundedSQL:
         request = ("filter", view, predicate, column, sorted(set(run_ids)))
         return self._call(request, f"filter over {view}")
 
-    def scope(self, run_id: str) -> None:
-        """The session's later statements read `run_id`'s own files for the per-run tables
-        (store.scope_to_run): a reader of one run pays for one night, not the history."""
-        self._call(("scope", run_id), f"scoping to run {run_id}")
+    def scope(self, run_ids: Sequence[str] | None) -> None:
+        """The session's later statements read the own files of `run_ids` for the per-run
+        tables (store.scope_to_runs; None: every run's again): a reader of one run pays for
+        one night, not the history."""
+        where = f"scoping to runs {', '.join(run_ids)}" if run_ids else "unscoping"
+        self._call(("scope", None if run_ids is None else list(run_ids)), where)
 
     def _call(self, request: tuple, where: str) -> Any:
         proc = self._proc
@@ -176,28 +178,37 @@ def bounded_filter(
     `record_id` matches a user predicate (`export --where`), the predicate evaluated by a
     worker under `limits` (default: the sql: section's defaults) over the batch's runs; an
     empty predicate keeps every row. Batch by batch, so that neither side holds more than a
-    batch of a year of records; each relation is valid until the next is asked for."""
+    batch of a year of records; each relation is valid until the next is asked for, and both
+    connections read the batch's own files meanwhile (store.scope_to_runs: not 365 files a
+    table per query). The caller's connection reads every run's again once it is done."""
     import duckdb
     import pyarrow as pa
 
+    from pipeline.store.store import scope_to_runs
+
     def runs_of(batch: Sequence[str]):
+        scope_to_runs(con, batch)
         values = (duckdb.ConstantExpression(r) for r in batch)
         return con.table(view).filter(duckdb.ColumnExpression("run_id").isin(*values))
 
-    if predicate is None or not predicate.strip():
-        for batch in run_batches:
-            yield runs_of(batch)
-        return
-    with BoundedSQL(catalog, limits or SQLConfig()) as session:
-        for batch in run_batches:
-            ids = session.filter_column(view, predicate, "record_id", batch)
-            # a semi join with the ids as a table: an IN list of 100k constants took longer
-            # to build and evaluate than the query, and 300 MB
-            con.register("_matched_ids", pa.table({"record_id": pa.array(ids, pa.string())}))
-            try:
-                yield runs_of(batch).join(con.table("_matched_ids"), "record_id", how="semi")
-            finally:
-                con.unregister("_matched_ids")
+    try:
+        if predicate is None or not predicate.strip():
+            for batch in run_batches:
+                yield runs_of(batch)
+            return
+        with BoundedSQL(catalog, limits or SQLConfig()) as session:
+            for batch in run_batches:
+                session.scope(batch)
+                ids = session.filter_column(view, predicate, "record_id", batch)
+                # a semi join with the ids as a table: an IN list of 100k constants took
+                # longer to build and evaluate than the query, and 300 MB
+                con.register("_matched_ids", pa.table({"record_id": pa.array(ids, pa.string())}))
+                try:
+                    yield runs_of(batch).join(con.table("_matched_ids"), "record_id", how="semi")
+                finally:
+                    con.unregister("_matched_ids")
+    finally:
+        scope_to_runs(con, None)
 
 
 def _read_exact(fh, n: int, deadline: float | None) -> bytes | None:
@@ -269,7 +280,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
 
     from pipeline.catalog.bounded_sql import fetch_table
     from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit, filter_relation
-    from pipeline.store.store import StoreError, scope_to_run
+    from pipeline.store.store import StoreError, scope_to_runs
 
     # The protocol gets its own copy of fd 1; fd 1 itself (anything DuckDB or a library might
     # print) goes to stderr, so nothing else can ever write into the protocol's stream.
@@ -295,7 +306,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
                 title, sql, params, where = args
                 result = fetch_table(con, title, sql, limits, params, where)
             elif op == "scope":
-                scope_to_run(con, args[0])
+                scope_to_runs(con, args[0])
                 result = None
             elif op == "filter":
                 from pipeline.catalog.bounded_sql import statement_deadline

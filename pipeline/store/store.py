@@ -454,7 +454,7 @@ def build_catalog(
             )
             con.execute(sql)
     _materialise(con, listing, artifacts["passages"], sql, index_root)
-    # Each run's files of the per-run base views, for a reader of one run (scope_to_run).
+    # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs).
     run_of = {item.path: item.run_id for item in listing} | {p: p.parent.name for p in runs}
     files_of = [{"view": name, "run_id": run_of[p], "path": str(p), "hive": hive}
                 for _, name, paths, hive in views for p in paths if p in run_of]  # fmt: skip
@@ -494,22 +494,27 @@ def _materialise(
             con.execute(f"CREATE OR REPLACE TABLE evidence_{table} AS {rel[table]}")
 
 
-def scope_to_run(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """Temporary views over `run_id`'s files alone standing in for the per-run base views
-    (the sharded tables and `runs`), for a reader of that run only (its report): DuckDB
-    checks every listed file at each bind, so at a year of nights each query would pay for
-    365 files per table. What spans runs stays whole: the quality tables, reviews,
-    passages and the materialised duplicate ranking. A catalog from before lists no files."""
+def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None) -> None:
+    """Temporary views over the files of `run_ids` alone standing in for the per-run base
+    views (the sharded tables and `runs`), for a reader of those runs only (a run's report
+    and audit, an export's batch of runs): DuckDB checks every listed file at each bind,
+    and holds state for each, so at a year of nights each query would pay for 365 files per
+    table. What spans runs stays whole: the quality tables, reviews, passages and the
+    materialised tables. None: the whole catalog again. A catalog from before lists no
+    files."""
     try:
         rows = con.execute(
-            "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE run_id = ?) "
+            "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE list_contains(?, run_id)) "
             "FROM catalog_files GROUP BY view, hive ORDER BY view",
-            [run_id],
+            [list(run_ids or ())],
         ).fetchall()
     except duckdb.CatalogException:
         return
     for view, hive, paths in rows:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {_view_select(view, paths, hive)}")
+        if run_ids is None:
+            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {_view_select(view, paths, hive)}")
 
 
 def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
@@ -568,6 +573,6 @@ __all__ = [
     "connect_readonly",
     "live_groups",
     "read_manifest",
-    "scope_to_run",
+    "scope_to_runs",
     "views_sql",
 ]
