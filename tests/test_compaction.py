@@ -552,7 +552,13 @@ def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(his
     rows = [r for r in read_shard(shard, "curriculum").to_pylist()
             if r["record_id"] != f"bad-{first}"]  # fmt: skip
     write_parquet_atomic(Path(shard), pq.read_table(shard).from_pylist(rows, pq.read_schema(shard)))
-    assert f"bad-{first}" not in {r[0] for r in checked()[1]}
+    final = checked()[1]
+    assert f"bad-{first}" not in {r[0] for r in final}
+
+    # where the indexes cannot be written (here `cache` is a file), every file is read
+    shutil.rmtree(store.root / "cache")
+    (store.root / "cache").write_text("not a folder\n")
+    assert checked()[1] == final
 
 
 def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):

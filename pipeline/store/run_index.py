@@ -93,30 +93,36 @@ def indexed(
     (views.sql's text, the passages files): another value rebuilds the index. Without a
     root, or where the index cannot be written (a read-only store), each SELECT is the macro
     over `index.full`: every file, as before the index."""
-    alias, every = index.alias, {t: f"SELECT * FROM {m}('{index.full}')" for t, m in index.tables}
-    if root is None:
-        yield every
-        return
-    path = root / index.path
-    try:
-        _attach(con, path, alias, index, _version(depends))
-        _sync(con, root, alias, index, files)
-    except (OSError, duckdb.Error) as exc:
-        log.warning("%s index %s not used (%s): reading every file", index.name, path, exc)
-        _detach(con, alias)
-        usable = False
-    else:
-        usable = True
-    if not usable:
-        yield every
+    if root is None or not _synced(con, root, index, files, depends):
+        yield {t: f"SELECT * FROM {m}('{index.full}')" for t, m in index.tables}
         return
     try:
         yield {
-            t: f"SELECT * FROM {alias}.{t} UNION ALL SELECT * FROM {m}('{index.live}')"
+            t: f"SELECT * FROM {index.alias}.{t} UNION ALL SELECT * FROM {m}('{index.live}')"
             for t, m in index.tables
         }
     finally:
-        _detach(con, alias)
+        _detach(con, index.alias)
+
+
+def _synced(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    index: RunIndex,
+    files: list[tuple[str, Path]],
+    depends: Mapping[str, Any],
+) -> bool:
+    """Attach the index and sync it with `files`; False (logged, detached) where it cannot be
+    written."""
+    path = root / index.path
+    try:
+        _attach(con, path, index.alias, index, _version(depends))
+        _sync(con, root, index.alias, index, files)
+    except (OSError, duckdb.Error) as exc:
+        log.warning("%s index %s not used (%s): reading every file", index.name, path, exc)
+        _detach(con, index.alias)
+        return False
+    return True
 
 
 def _version(depends: Mapping[str, Any]) -> str:
