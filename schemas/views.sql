@@ -264,7 +264,7 @@ FROM query_table(facts)
 WHERE before_quality IS NULL AND gate_rejected_by IS NULL;
 
 -- The catalog's refresh stands a temporary view in for this one: the same rows, the compacted
--- runs' from the store's index of them (pipeline/store/duplicate_keys.py), kept night by
+-- runs' from the store's index of them (pipeline/store/run_index.py), kept night by
 -- night, so a year of nights is not re-read to rank one more.
 CREATE OR REPLACE VIEW duplicate_keys AS SELECT * FROM duplicate_keys_of('record_facts');
 
@@ -597,8 +597,21 @@ WHERE c.is_verbatim;
 
 -- Every verbatim record re-checked against the corpus now (the `evidence` audit reads the
 -- results the catalog's refresh kept: evidence_counts and evidence_mismatches below).
-CREATE OR REPLACE VIEW evidence_check AS
-SELECT * EXCLUDE (passage_chars) FROM evidence_check_of('curriculum');
+CREATE OR REPLACE VIEW evidence_check AS SELECT * FROM evidence_check_of('curriculum');
+
+-- What the store's evidence index computes a night's results from (once, then its counts
+-- and its mismatches): every row's verdict, the texts of the failing rows only.
+CREATE OR REPLACE MACRO evidence_results_of(cur) AS TABLE
+SELECT * REPLACE (
+    if(evidence_matches, NULL, evidence) AS evidence,
+    if(evidence_matches, NULL, recorded_slice) AS recorded_slice
+)
+FROM evidence_check_of(cur);
+
+-- The same for the runs not compacted, which the refresh checks anew each time (the
+-- compacted runs' results come from the store's evidence index).
+CREATE OR REPLACE VIEW evidence_check_live AS
+SELECT * FROM evidence_check_of('curriculum_without_record_facts');
 
 -- Histogram of the verifier score in 0.2-wide bins over [-1, 1] (bin = lower edge; V = 1
 -- falls in the top bin). Rounding first keeps exact MC values such as 0.6 - 0.4 in their bin.
@@ -682,10 +695,10 @@ SELECT * FROM verifier_samples WHERE record_id = id ORDER BY condition, sample;
 CREATE OR REPLACE MACRO run_config(id) AS TABLE
 SELECT run_id, config_hash, config_yaml FROM runs WHERE run_id = id;
 
--- Verbatim records whose span is not the recorded slice of its recorded source passage, with
--- what went wrong first: the passage is unknown, the offsets are missing or outside the
+-- The verbatim records of an evidence check (a relation's name, e.g. evidence_check) whose
+-- span is not the recorded slice of its recorded source passage, with what went wrong first: the passage is unknown, the offsets are missing or outside the
 -- passage, or the slice differs from the span.
-CREATE OR REPLACE MACRO evidence_mismatches_of(cur) AS TABLE
+CREATE OR REPLACE MACRO evidence_mismatches_of(chk) AS TABLE
 SELECT
     record_id,
     run_id,
@@ -702,17 +715,17 @@ SELECT
     END AS problem,
     evidence AS span,
     recorded_slice
-FROM evidence_check_of(cur)
+FROM query_table(chk)
 WHERE NOT evidence_matches;
 
 -- Each run's verbatim records by whether their span is their passage's recorded slice.
-CREATE OR REPLACE MACRO evidence_counts_of(cur) AS TABLE
+CREATE OR REPLACE MACRO evidence_counts_of(chk) AS TABLE
 SELECT
     run_id,
     count(*) AS verbatim,
     count(*) FILTER (WHERE evidence_matches) AS matching,
     count(*) FILTER (WHERE NOT evidence_matches) AS mismatches
-FROM evidence_check_of(cur)
+FROM query_table(chk)
 GROUP BY run_id;
 
 -- The evidence check's results as of the catalog's refresh, which keeps the compacted runs'
@@ -720,8 +733,9 @@ GROUP BY run_id;
 -- was given, and checks the other runs' anew: a whole-history audit reads a row a run and
 -- the mismatches, never a year of verbatim records joined with the corpus. A check against
 -- the passages as they are now: the evidence_check view.
-CREATE OR REPLACE TABLE evidence_counts AS SELECT * FROM evidence_counts_of('curriculum');
-CREATE OR REPLACE TABLE evidence_mismatches AS SELECT * FROM evidence_mismatches_of('curriculum');
+CREATE OR REPLACE TABLE evidence_counts AS SELECT * FROM evidence_counts_of('evidence_check');
+CREATE OR REPLACE TABLE evidence_mismatches AS
+SELECT * FROM evidence_mismatches_of('evidence_check');
 
 -- Records whose normalised answer occurs in their normalised question. The generator marks
 -- these invalid (answer_in_question); a valid one here leaked past the validity check.

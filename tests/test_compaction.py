@@ -505,7 +505,7 @@ def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(his
         got = []
         with connect_readonly(store.catalog_path) as con:
             for table in ("evidence_counts", "evidence_mismatches"):
-                every = con.execute(f"SELECT * FROM {table}_of('curriculum')").fetchall()
+                every = con.execute(f"SELECT * FROM {table}_of('evidence_check')").fetchall()
                 kept = con.execute(f"SELECT * FROM {table}").fetchall()
                 assert sorted(kept) == sorted(every), table
                 got.append(sorted(kept))

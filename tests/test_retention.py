@@ -44,7 +44,7 @@ from pipeline.catalog.retention import (  # noqa: E402
 from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
 from pipeline.core.run_control import store_run_lock  # noqa: E402
 from pipeline.store.compaction import compact_run, sweep  # noqa: E402
-from pipeline.store.run_index import DUPLICATE_KEYS, INDEXES  # noqa: E402
+from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, INDEXES  # noqa: E402
 from pipeline.store.store import COMPACTED, SHARDED_TABLES, Store, connect_readonly  # noqa: E402
 from schemas.tables import RUN_PLAN, schema_for  # noqa: E402
 
@@ -227,6 +227,10 @@ def test_whole_run_prune_removes_exactly_the_old_runs(history, tmp_path, landing
         indexed = {t: {r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
                    for t in ("files", "keys")}  # fmt: skip
     assert indexed["files"] == set(KEPT) and indexed["keys"] <= set(KEPT), indexed
+    with duckdb.connect(str(store.root / EVIDENCE.path), read_only=True) as con:
+        checked = {t: {r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
+                   for t in ("files", "counts")}  # fmt: skip
+    assert checked["files"] == set(KEPT) == checked["counts"], checked
     assert store.run_ids() == KEPT and not (store.root / TRASH_DIR).exists()
     assert not list(store.root.glob("shards/*/run_date=2025-01-0[12]"))
 

@@ -14,6 +14,7 @@ Reads the catalog read-only; the filter is parsed as one expression
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -205,12 +206,14 @@ def select_records(
         try:
             # the sql.* limits, the predicate evaluated over the requested runs only, a batch
             # of runs at a time
+            # closed here even when a batch fails: its worker stops and `con` is unscoped
             filtered = bounded_filter(con, catalog, source, where, limits, batches)
-            for batch, rel in zip(batches, filtered, strict=True):
-                got = narrow_rows(rel, columns)
-                seen.add(got)
-                dropped = _rejections(con, source, where, batch) if rejections else []
-                on_batch(got, dropped)
+            with contextlib.closing(filtered):
+                for batch, rel in zip(batches, filtered, strict=True):
+                    got = narrow_rows(rel, columns)
+                    seen.add(got)
+                    dropped = _rejections(con, source, where, batch) if rejections else []
+                    on_batch(got, dropped)
         except UnsafeSQLError as exc:
             raise ExportError(str(exc), _FILTER_HINT) from exc
         except SQLLimitError as exc:

@@ -46,8 +46,8 @@ def full_rows(
     solver_process; read run by run (`run_id = ?` reads that run's files only), over views
     of the batch's own files (store.scope_to_runs; every run's again after)."""
     tables, wanted = [], pa.array(list(record_ids), pa.string())
-    scope_to_runs(con, run_ids)
     try:
+        scope_to_runs(con, run_ids)
         for run_id in run_ids:
             rel = con.table("curriculum").filter(
                 duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)

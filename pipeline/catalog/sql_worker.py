@@ -111,7 +111,7 @@ class BoundedSQL:
         """The session's later statements read the own files of `run_ids` for the per-run
         tables (store.scope_to_runs; None: every run's again): a reader of one run pays for
         one night, not the history."""
-        where = f"scoping to runs {', '.join(run_ids)}" if run_ids else "unscoping"
+        where = "unscoping" if run_ids is None else f"scoping to runs {', '.join(run_ids)}"
         self._call(("scope", None if run_ids is None else list(run_ids)), where)
 
     def _call(self, request: tuple, where: str) -> Any:
@@ -178,9 +178,10 @@ def bounded_filter(
     `record_id` matches a user predicate (`export --where`), the predicate evaluated by a
     worker under `limits` (default: the sql: section's defaults) over the batch's runs; an
     empty predicate keeps every row. Batch by batch, so that neither side holds more than a
-    batch of a year of records; each relation is valid until the next is asked for, and both
-    connections read the batch's own files meanwhile (store.scope_to_runs: not 365 files a
-    table per query). The caller's connection reads every run's again once it is done."""
+    batch of a year of records; each relation is valid until the next is asked for, and the
+    caller's connection reads the batch's own files meanwhile (store.scope_to_runs: not 365
+    files a table per query), every run's again once the batches are exhausted or closed.
+    The worker is not scoped: a user's predicate may read other runs (a subquery)."""
     import duckdb
     import pyarrow as pa
 
@@ -198,7 +199,6 @@ def bounded_filter(
             return
         with BoundedSQL(catalog, limits or SQLConfig()) as session:
             for batch in run_batches:
-                session.scope(batch)
                 ids = session.filter_column(view, predicate, "record_id", batch)
                 # a semi join with the ids as a table: an IN list of 100k constants took
                 # longer to build and evaluate than the query, and 300 MB

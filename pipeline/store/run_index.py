@@ -49,6 +49,10 @@ class RunIndex:
     live: str  # the relation over the runs it does not hold, computed at each refresh
     # (table in the index, views.sql table macro over a relation's name) pairs
     tables: tuple[tuple[str, str], ...]
+    # A views.sql table macro that turns the new files into the relation the tables' macros
+    # read, computed once a sync (the evidence check: one join with the corpus, not one a
+    # table); None: they read the files.
+    over: str | None = None
 
     @property
     def path(self) -> str:
@@ -67,13 +71,15 @@ DUPLICATE_KEYS = RunIndex(
     "record_facts_computed",
     (("keys", "duplicate_keys_of"),),
 )
-# Live: the runs without record_facts files, i.e. those not compacted (build_catalog).
+# Live: the runs without record_facts files, i.e. those not compacted (build_catalog):
+# views.sql's evidence_check_live.
 EVIDENCE = RunIndex(
     "evidence",
     "curriculum",
-    "curriculum",
-    "curriculum_without_record_facts",
+    "evidence_check",
+    "evidence_check_live",
     (("counts", "evidence_counts_of"), ("mismatches", "evidence_mismatches_of")),
+    over="evidence_results_of",
 )
 INDEXES = (DUPLICATE_KEYS, EVIDENCE)
 
@@ -150,22 +156,40 @@ def _attach(
             if rows == [(version,)]:
                 return
             log.info("%s index %s is of another version: rebuilding it", index.name, path)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():  # another process has it open: not ours to delete
+                raise
+            log.warning("%s index %s unreadable (%s): rebuilding it", index.name, path, exc)
         except duckdb.Error as exc:
             log.warning("%s index %s unreadable (%s): rebuilding it", index.name, path, exc)
         _detach(con, alias)
     for p in files:
         p.unlink(missing_ok=True)
     con.execute(f"ATTACH {sql_string(path)} AS {alias}")
+    with _transaction(con):
+        con.execute(f"CREATE TABLE {alias}.meta (version VARCHAR)")
+        con.execute(f"INSERT INTO {alias}.meta VALUES (?)", [version])
+        con.execute(
+            f"CREATE TABLE {alias}.files "
+            "(run_id VARCHAR, path VARCHAR, size BIGINT, mtime_ns BIGINT)"
+        )
+        for table, macro in index.tables:
+            rows = f"SELECT * FROM {macro}('{index.live}') LIMIT 0"
+            con.execute(f"CREATE TABLE {alias}.{table} AS {rows}")
+
+
+@contextlib.contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN ... COMMIT, rolled back on any error (the connection stays usable for the
+    fallback), the error itself raised."""
     con.execute("BEGIN")
-    con.execute(f"CREATE TABLE {alias}.meta (version VARCHAR)")
-    con.execute(f"INSERT INTO {alias}.meta VALUES (?)", [version])
-    con.execute(
-        f"CREATE TABLE {alias}.files (run_id VARCHAR, path VARCHAR, size BIGINT, mtime_ns BIGINT)"
-    )
-    for table, macro in index.tables:
-        rows = f"SELECT * FROM {macro}('{index.live}') LIMIT 0"
-        con.execute(f"CREATE TABLE {alias}.{table} AS {rows}")
-    con.execute("COMMIT")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
 
 
 def _unshare(path: Path) -> None:
@@ -199,26 +223,28 @@ def _sync(
     new = [(r, *f) for r in want if want[r] != have.get(r) for f in sorted(want[r])]
     if not stale and not new:
         return
-    if new:  # a temporary view is written outside the index's transaction
+    rows = "_new_rows" if index.over else "_new_files"
+    if new:  # temporary objects are written outside the index's transaction
         paths = path_list(root / f[1] for f in new)
         con.execute(
             "CREATE OR REPLACE TEMP VIEW _new_files AS SELECT * FROM "
             f"read_parquet({paths}, hive_partitioning = false, union_by_name = true)"
         )
-    con.execute("BEGIN")
+        if index.over:
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {rows} AS SELECT * FROM {index.over}('_new_files')"
+            )
     try:
-        for table in (*(t for t, _ in index.tables), "files"):
-            con.execute(f"DELETE FROM {alias}.{table} WHERE list_contains(?, run_id)", [stale])
-        if new:
-            for table, macro in index.tables:
-                con.execute(f"INSERT INTO {alias}.{table} SELECT * FROM {macro}('_new_files')")
-            con.executemany(f"INSERT INTO {alias}.files VALUES (?, ?, ?, ?)", new)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        with _transaction(con):
+            for table in (*(t for t, _ in index.tables), "files"):
+                con.execute(f"DELETE FROM {alias}.{table} WHERE list_contains(?, run_id)", [stale])
+            if new:
+                for table, macro in index.tables:
+                    con.execute(f"INSERT INTO {alias}.{table} SELECT * FROM {macro}('{rows}')")
+                con.executemany(f"INSERT INTO {alias}.files VALUES (?, ?, ?, ?)", new)
     finally:
         con.execute("DROP VIEW IF EXISTS temp._new_files")
+        con.execute("DROP TABLE IF EXISTS temp._new_rows")
     log.info("%s index: %d runs dropped, %d files read", index.name, len(stale), len(new))
 
 

@@ -512,8 +512,8 @@ def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
     and audit, an export's batch of runs): DuckDB checks every listed file at each bind,
     and holds state for each, so at a year of nights each query would pay for 365 files per
     table. What spans runs stays whole: the quality tables, reviews, passages and the
-    materialised tables. None: the whole catalog again. A catalog from before lists no
-    files."""
+    materialised tables. None: the whole catalog again (scopes do not nest). A catalog from
+    before lists no files."""
     try:
         rows = con.execute(
             "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE list_contains(?, run_id)) "
