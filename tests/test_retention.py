@@ -223,14 +223,17 @@ def test_whole_run_prune_removes_exactly_the_old_runs(history, tmp_path, landing
     assert {k: v for k, v in left.items() if k not in rebuilt} == {
         k: v for k, v in files.items() if k not in gone and k not in rebuilt
     }
-    with duckdb.connect(str(store.root / DUPLICATE_KEYS.path), read_only=True) as con:
-        indexed = {t: {r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
-                   for t in ("files", "keys")}  # fmt: skip
-    assert indexed["files"] == set(KEPT) and indexed["keys"] <= set(KEPT), indexed
-    with duckdb.connect(str(store.root / EVIDENCE.path), read_only=True) as con:
-        checked = {t: {r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
-                   for t in ("files", "counts")}  # fmt: skip
-    assert checked["files"] == set(KEPT) == checked["counts"], checked
+
+    def indexed_runs(index, table: str) -> list[set[str]]:
+        """The runs an index's `files` and `table` hold."""
+        with duckdb.connect(str(store.root / index.path), read_only=True) as con:
+            return [{r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
+                    for t in ("files", table)]  # fmt: skip
+
+    files_of, keys = indexed_runs(DUPLICATE_KEYS, "keys")
+    assert files_of == set(KEPT) and keys <= set(KEPT), (files_of, keys)
+    files_of, counts = indexed_runs(EVIDENCE, "counts")
+    assert files_of == set(KEPT) == counts, (files_of, counts)
     assert store.run_ids() == KEPT and not (store.root / TRASH_DIR).exists()
     assert not list(store.root.glob("shards/*/run_date=2025-01-0[12]"))
 

@@ -107,12 +107,11 @@ class BoundedSQL:
         request = ("filter", view, predicate, column, sorted(set(run_ids)))
         return self._call(request, f"filter over {view}")
 
-    def scope(self, run_ids: Sequence[str] | None) -> None:
+    def scope(self, run_ids: Sequence[str]) -> None:
         """The session's later statements read the own files of `run_ids` for the per-run
-        tables (store.scope_to_runs; None: every run's again): a reader of one run pays for
-        one night, not the history."""
-        where = "unscoping" if run_ids is None else f"scoping to runs {', '.join(run_ids)}"
-        self._call(("scope", None if run_ids is None else list(run_ids)), where)
+        tables (store.scope_to_runs): a reader of one run pays for one night, not the
+        history."""
+        self._call(("scope", list(run_ids)), f"scoping to runs {', '.join(run_ids)}")
 
     def _call(self, request: tuple, where: str) -> Any:
         proc = self._proc

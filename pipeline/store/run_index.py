@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RunIndex:
     name: str  # its file is <store>/cache/<name>.duckdb; attached as <name>_index
-    source: str  # the table whose compacted runs' files it reads (table_of_listing)
+    source: str  # the table whose compacted runs' files it reads
     full: str  # the relation over every run: what the index's rows plus `live` stand in for
     live: str  # the relation over the runs it does not hold, computed at each refresh
     # (table in the index, views.sql table macro over a relation's name) pairs
@@ -122,8 +122,8 @@ def _synced(
     written."""
     path = root / index.path
     try:
-        _attach(con, path, index.alias, index, _version(depends))
-        _sync(con, root, index.alias, index, files)
+        _attach(con, path, index, _version(depends))
+        _sync(con, root, index, files)
     except (OSError, duckdb.Error) as exc:
         log.warning("%s index %s not used (%s): reading every file", index.name, path, exc)
         _detach(con, index.alias)
@@ -139,11 +139,10 @@ def _version(depends: Mapping[str, Any]) -> str:
     )
 
 
-def _attach(
-    con: duckdb.DuckDBPyConnection, path: Path, alias: str, index: RunIndex, version: str
-) -> None:
+def _attach(con: duckdb.DuckDBPyConnection, path: Path, index: RunIndex, version: str) -> None:
     """Attach the index, rebuilt empty when it cannot be read or is of another version (its
     tables' columns are the macros' own, as views.sql defines them)."""
+    alias = index.alias
     path.parent.mkdir(parents=True, exist_ok=True)
     files = (path, path.with_name(path.name + ".wal"))
     for p in files:
@@ -199,22 +198,16 @@ def _unshare(path: Path) -> None:
 
 
 def _sync(
-    con: duckdb.DuckDBPyConnection,
-    root: Path,
-    alias: str,
-    index: RunIndex,
-    files: list[tuple[str, Path]],
+    con: duckdb.DuckDBPyConnection, root: Path, index: RunIndex, files: list[tuple[str, Path]]
 ) -> None:
     """One transaction: drop the rows of runs whose listed files are not those indexed, and
     read the files of the runs not indexed. A file is known by its path, size and mtime: a
     compacted file is never rewritten under its name, but a hand edit (or a restore) is then
     read again rather than trusted."""
+    alias = index.alias
     want: dict[str, set[tuple[str, int, int]]] = {}
     for run_id, p in files:
-        st = p.stat()
-        want.setdefault(run_id, set()).add(
-            (p.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns)
-        )
+        want.setdefault(run_id, set()).add(file_identity(p, root))
     have: dict[str, set[tuple[str, int, int]]] = {}
     sql = f"SELECT run_id, path, size, mtime_ns FROM {alias}.files"
     for run_id, *known in con.execute(sql).fetchall():
@@ -248,6 +241,14 @@ def _sync(
     log.info("%s index: %d runs dropped, %d files read", index.name, len(stale), len(new))
 
 
+def file_identity(path: Path, root: Path) -> tuple[str, int, int]:
+    """How an index knows a file: its path (relative to the store root where it is inside
+    it, so a moved or hard-linked copy of the store keeps its index), size and mtime."""
+    st = path.stat()
+    rel = path.relative_to(root) if path.is_relative_to(root) else path
+    return rel.as_posix(), st.st_size, st.st_mtime_ns
+
+
 def _detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
     with contextlib.suppress(duckdb.Error):
         con.execute(f"CHECKPOINT {alias}")
@@ -255,4 +256,4 @@ def _detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
         con.execute(f"DETACH {alias}")
 
 
-__all__ = ["DUPLICATE_KEYS", "EVIDENCE", "INDEXES", "RunIndex", "indexed"]
+__all__ = ["DUPLICATE_KEYS", "EVIDENCE", "INDEXES", "RunIndex", "file_identity", "indexed"]

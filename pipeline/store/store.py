@@ -37,7 +37,7 @@ from pipeline.core.io import (
 )
 from pipeline.core.parquet_sql import files_select, path_list
 from pipeline.store.reviews import attach_reviews, review_files
-from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, indexed
+from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, file_identity, indexed
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -488,22 +488,10 @@ def _materialise(
             con.execute("DROP VIEW temp.duplicate_keys")
     checked = [(i.run_id, i.path) for i in listing
                if i.table == EVIDENCE.source and i.run_id in compacted]  # fmt: skip
-    # the corpus by path (within the store, relative to it: a moved or linked copy of a
-    # store keeps its index), size and mtime
-    corpus = [
-        (_under(p, index_root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in passages
-    ]
+    corpus = [file_identity(p, index_root) for p in passages] if index_root else []
     with indexed(con, index_root, EVIDENCE, checked, {"views": sql, "passages": corpus}) as rel:
         for table in ("counts", "mismatches"):
             con.execute(f"CREATE OR REPLACE TABLE evidence_{table} AS {rel[table]}")
-
-
-def _under(path: Path, root: Path | None) -> Path:
-    """`path` relative to `root` where it is inside it, else as it is."""
-    try:
-        return path.relative_to(root) if root else path
-    except ValueError:
-        return path
 
 
 def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None) -> None:
