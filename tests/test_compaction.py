@@ -376,12 +376,17 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
         assert dup.fetchall() == [("again0",)]  # a duplicate across runs, to get right
         whole = {r: collect_run_data(con, run_name(r), 3) for r in range(NIGHTS)}
         audited = {r: audit_rows(con, run_name(r)) for r in range(NIGHTS)}
+    reviewed = "SELECT run_id, count(*) FROM reviews GROUP BY ALL ORDER BY ALL"
+    with connect_readonly(store.catalog_path) as con:
+        every = con.execute(reviewed).fetchall()
+    assert len(every) > 1  # reviews of several runs: a scope narrows them to its run's
     for r in range(NIGHTS):
         with connect_readonly(store.catalog_path) as con:
             scope_to_runs(con, [run_name(r)])
             assert con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall() == [
                 (run_name(r),)
             ]
+            assert con.execute(reviewed).fetchall() == [x for x in every if x[0] == run_name(r)]
             scoped = collect_run_data(con, run_name(r), 3)
             # as the compaction test compares audits: a mean rounded to 3 places at x.xxx5
             # falls either way with the order rows are summed in
@@ -390,6 +395,13 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
         assert {k: repr(rounded(v)) for k, v in a.items()} == {
             k: repr(rounded(v)) for k, v in b.items()
         }, r
+    # a scope narrows the reviews the connection listed when it opened, never lists them
+    # again: a review written meanwhile is not half seen by an export's later batches
+    with connect_readonly(store.catalog_path) as con:
+        review(store.root, [(rid, run_name(0))], reject=True)
+        scope_to_runs(con, [run_name(0)])
+        scope_to_runs(con, None)
+        assert con.execute(reviewed).fetchall() == every
 
 
 def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(history, tmp_path):

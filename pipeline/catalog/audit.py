@@ -22,6 +22,7 @@ from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
 from pipeline.catalog.sql_worker import BoundedSQL
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import HintedError, first_line
+from pipeline.store.store import CATALOG_RUNS
 
 
 class AuditError(HintedError, RuntimeError):
@@ -339,15 +340,12 @@ def list_audits() -> list[tuple[str, str]]:
     return [(a.name, a.description) for a in AUDITS.values()]
 
 
-_RUN_IDS = "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum"
-
-
 def _unknown_run(session: BoundedSQL, run_id: str) -> list[str] | None:
     """None when `run_id` is in the catalog, else the runs it has (the first sql.max_rows)."""
-    known = f"SELECT $run_id IN ({_RUN_IDS}) AS known"
+    known = f"SELECT $run_id IN ({CATALOG_RUNS}) AS known"
     if session.fetch("run", known, {"run_id": run_id}, "known runs").rows[0][0]:
         return None
-    return session.fetch("runs", f"{_RUN_IDS} ORDER BY 1", where="known runs").column("run_id")
+    return session.fetch("runs", f"{CATALOG_RUNS} ORDER BY 1", where="known runs").column("run_id")
 
 
 def run_audit(

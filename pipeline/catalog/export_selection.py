@@ -31,7 +31,7 @@ from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
-from pipeline.store.store import StoreError
+from pipeline.store.store import CATALOG_RUNS, StoreError
 from schemas.exports import QUALITY_COLUMNS, REVIEW_COLUMNS, SOURCE_COLUMNS
 
 # The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the
@@ -184,8 +184,13 @@ def select_records(
     Selection says what spans them (runs, counts, checks, reviews)."""
     with open_catalog(catalog) as con:
         if run_ids:  # only then is the list of known runs needed
-            known = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM curriculum").fetchall()}
-            known |= {r for (r,) in con.execute("SELECT run_id FROM runs").fetchall()}
+            try:
+                known = {r for (r,) in con.execute(CATALOG_RUNS).fetchall()}
+            except duckdb.CatalogException:
+                raise ExportError(
+                    f"{catalog} was built before its table of files (catalog_files) existed",
+                    "refresh it: rerun the nightly flow with the same --run-id",
+                ) from None
             unknown = sorted(set(run_ids) - known)
             if unknown:
                 raise ExportError(
@@ -316,13 +321,23 @@ def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> 
 
 
 def _latest_reviews(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """The latest review verdicts over every record of the catalog (reviews of records no
-    longer in it are not counted)."""
-    ((accept, reject, total),) = con.execute(
-        "SELECT count(*) FILTER (WHERE r.verdict = 'accept'), "
-        "count(*) FILTER (WHERE r.verdict = 'reject'), count(*) "
-        "FROM curriculum c LEFT JOIN review_latest r USING (record_id)"
-    ).fetchall()
+    """The latest review verdicts over every record of the catalog (reviews of runs no longer
+    in it are not counted), from the reviews and the catalog's table of files: the records
+    are counted from the manifests, so a one-run export reads no other run's files for it."""
+    verdicts = (
+        "SELECT count(*) FILTER (WHERE verdict = 'accept'), "
+        "count(*) FILTER (WHERE verdict = 'reject') FROM review_latest "
+    )
+    try:
+        ((accept, reject),) = con.execute(f"{verdicts} WHERE run_id IN ({CATALOG_RUNS})").fetchall()
+        ((total,),) = con.execute(
+            "SELECT coalesce(sum(rows), 0) FROM catalog_files WHERE view = 'curriculum'"
+        ).fetchall()
+    except (duckdb.CatalogException, duckdb.BinderException):  # a catalog from before: read
+        ((accept, reject),) = con.execute(  # every record
+            f"{verdicts} WHERE record_id IN (SELECT record_id FROM curriculum)"
+        ).fetchall()
+        ((total,),) = con.execute("SELECT count(*) FROM curriculum").fetchall()
     return {"accept": accept, "reject": reject, "not_reviewed": total - accept - reject}
 
 

@@ -24,7 +24,7 @@ import duckdb
 from pipeline.core.contracts import conform
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow, write_parquet_atomic
-from pipeline.core.parquet_sql import files_select, path_list
+from pipeline.core.parquet_sql import files_select, path_list, sql_string
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
 
 REVIEWS_DIR = "reviews"
@@ -100,12 +100,34 @@ def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str
 
 def attach_reviews(con: duckdb.DuckDBPyConnection, root: Path) -> None:
     """Point this connection's `reviews` at the review files on disk now (a temporary view,
-    which the catalog's views read in place of the listing made at refresh)."""
+    which the catalog's views read in place of the listing made at refresh; the listing
+    itself is `_reviews_listed`, which `scope_reviews` narrows)."""
     files = review_files(root)
     if not files:
         return
     select = files_select(path_list(files), hive=False, empty="_empty_reviews")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW reviews AS {select}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {_LISTED} AS {select}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reviews AS SELECT * FROM {_LISTED}")
+
+
+_LISTED = "_reviews_listed"
+
+
+def scope_reviews(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None) -> None:
+    """This connection's `reviews` narrowed to the reviews of `run_ids`' records (None:
+    every review again), for a reader of those runs (store.scope_to_runs): at a year of
+    nights every verdict query would otherwise rank the whole history's reviews. It narrows
+    the listing `attach_reviews` made, never lists the files again, so every batch of an
+    export sees the same reviews. Without that listing (no review files) there is nothing to
+    narrow."""
+    listed = con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?", [_LISTED]
+    ).fetchall()
+    if listed != [(1,)]:
+        return
+    ids = ", ".join(map(sql_string, run_ids or ())) or "NULL"  # no run: no review
+    where = "" if run_ids is None else f" WHERE run_id IN ({ids})"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW reviews AS SELECT * FROM {_LISTED}{where}")
 
 
 __all__ = [
@@ -114,5 +136,6 @@ __all__ = [
     "Verdict",
     "attach_reviews",
     "review_files",
+    "scope_reviews",
     "write_reviews",
 ]

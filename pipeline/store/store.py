@@ -36,7 +36,7 @@ from pipeline.core.io import (
     write_parquet_atomic,
 )
 from pipeline.core.parquet_sql import files_select, path_list
-from pipeline.store.reviews import attach_reviews, review_files
+from pipeline.store.reviews import attach_reviews, review_files, scope_reviews
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, file_identity, indexed
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
@@ -64,6 +64,10 @@ DERIVED_FROM = {
     "record_facts": ("curriculum", "control_scores"),
     "control_facts": ("control_scores",),
 }
+
+# The runs a catalog holds (each run with a committed file or a run record), from the table
+# of its files: `runs` and curriculum's run ids would read two files a night of the history.
+CATALOG_RUNS = "SELECT DISTINCT run_id FROM catalog_files"
 
 # The shard name of a run's compacted group: one manifest line naming one file per table (and
 # the run's DERIVED_FROM tables), listing in `covers` every shard group it replaces.
@@ -155,6 +159,7 @@ class Listed:
     table: str
     path: Path
     checked: bool  # written by a compaction under this SCHEMA_VERSION: no need to read it
+    rows: int = 0  # as its manifest line says
 
 
 class Store:
@@ -315,7 +320,8 @@ class Store:
             for shard, entry in self.manifest(run_id).items():
                 checked = shard == COMPACTED and entry.get("schema_version") == SCHEMA_VERSION
                 for f in entry["files"]:
-                    out.append(Listed(run_id, f["table"], self.root / f["path"], checked))
+                    out.append(Listed(run_id, f["table"], self.root / f["path"], checked,
+                                      f["rows"]))  # fmt: skip
         return out
 
     def read_run_table(self, run_id: str, table: str) -> pa.Table:
@@ -454,12 +460,14 @@ def build_catalog(
             )
             con.execute(sql)
     _materialise(con, listing, artifacts["passages"], sql, index_root)
-    # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs).
-    run_of = {item.path: item.run_id for item in listing} | {p: p.parent.name for p in runs}
-    files_of = [{"view": name, "run_id": run_of[p], "path": str(p), "hive": hive}
+    # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs),
+    # with their rows as the manifests say (a run record is one row).
+    run_of = {i.path: (i.run_id, i.rows) for i in listing} | {p: (p.parent.name, 1) for p in runs}
+    files_of = [{"view": name, "run_id": run_of[p][0], "path": str(p), "hive": hive,
+                 "rows": run_of[p][1]}
                 for _, name, paths, hive in views for p in paths if p in run_of]  # fmt: skip
     schema = pa.schema([("view", pa.string()), ("run_id", pa.string()), ("path", pa.string()),
-                        ("hive", pa.bool_())])  # fmt: skip
+                        ("hive", pa.bool_()), ("rows", pa.int64())])  # fmt: skip
     con.register("_files_arrow", pa.Table.from_pylist(files_of, schema=schema))
     con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
     con.unregister("_files_arrow")
@@ -499,9 +507,11 @@ def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
     views (the sharded tables and `runs`), for a reader of those runs only (a run's report
     and audit, an export's batch of runs): DuckDB checks every listed file at each bind,
     and holds state for each, so at a year of nights each query would pay for 365 files per
-    table. What spans runs stays whole: the quality tables, reviews, passages and the
-    materialised tables. None: the whole catalog again (scopes do not nest). A catalog from
-    before lists no files."""
+    table. What spans runs stays whole: the quality tables, passages and the materialised
+    tables; the reviews narrow to those of the runs' records (scope_reviews).
+    None: the whole catalog again (scopes do not nest). A catalog from before lists no
+    files."""
+    scope_reviews(con, run_ids)
     try:
         rows = con.execute(
             "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE list_contains(?, run_id)) "
@@ -560,6 +570,7 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
 
 
 __all__ = [
+    "CATALOG_RUNS",
     "COMPACTED",
     "DERIVED_FROM",
     "SHARDED_TABLES",
