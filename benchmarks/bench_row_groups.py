@@ -1,21 +1,24 @@
 """A year of nights: what a whole-history read holds per Parquet row group, and whether month
 files (fewer, larger row groups) would stop its peak memory growing (issue 28, point 3).
 
-After session 20, every whole-history audit still peaked 25-35 MB higher at 365 bench nights
-than at 10, and `open` + one `count(*)` over `curriculum` 19 MB higher. A compacted run is
-one file of one row group per table; this measures, side by side in one run, a table's
-history read as it is (one file a night) and rewritten into one file per month at several
-row-group sizes (the same rows; run_date becomes a column):
+After session 20, most whole-history audits still peaked 15-35 MB higher at 365 bench nights
+than at 10 (bench_history.py). A compacted bench night is one file of one row group per
+table; this measures, side by side in one run, a table's history read as it is (one file a
+night) and rewritten into one file per month at several row-group sizes (the same rows;
+run_date becomes a column, which only adds to the month files' footers), to tell whether the
+files or the row groups cost the memory:
 
   count      SELECT count(*): metadata only
   narrow     a per-run aggregate over two narrow columns (a few hundred groups)
   bulky      avg(length(<the table's widest text column>)): every page of a bulky column
 
-Each (layout, query) runs in a fresh subprocess; its figure is that process's VmHWM (the
-interpreter with duckdb imported is the floor, printed as `floor`). The N-night store is
-bench_history.py's cache (`<N>-compacted`, built by its first run); the 10-night store is
-the reference every ratio is taken to. The month files are written under
-data/out/bench/row-groups/ once and kept (delete it to rewrite them).
+Each (layout, query) runs in a fresh subprocess (the file list on its stdin) with DuckDB's
+default threads, printed: a bulky scan buffers column chunks per thread. Its figure is that
+process's VmHWM, one sample (the interpreter with duckdb imported is the floor, printed).
+The N-night store is bench_history.py's cache (`<N>-compacted`, built by its first run);
+the 10-night store is the reference every ratio is taken to. The month files are written under
+data/out/bench/row-groups/ once and kept (about 3 GB per table at 365 nights, minutes to
+write; delete the folder after rebuilding the stores with other options).
 
     .venv/bin/python benchmarks/bench_row_groups.py --nights 365 --table curriculum
 """
@@ -39,6 +42,8 @@ BULKY = {"curriculum": "prompt", "solver_rollouts": "raw_output", "proposer_roll
 
 
 def nightly_files(n: int, records: int, seed: int, table: str) -> list[Path]:
+    """The N-night store's files of `table`, one a night (bench_history.py builds the store:
+    this script measures a layout, it does not build a history)."""
     store = BENCH / f"history-{records}-{seed}/{n}-compacted"
     files = sorted(store.glob(f"shards/{table}/run_date=*/run_id=*/*.parquet"))
     if len(files) != n:
@@ -49,7 +54,8 @@ def nightly_files(n: int, records: int, seed: int, table: str) -> list[Path]:
 
 def month_files(files: list[Path], table: str, rows: int | None, out: Path) -> list[Path]:
     """`files` rewritten as one file per month, row groups of `rows` (None: each night's row
-    group kept as it is); cached."""
+    group kept as it is, to separate the files' cost from the row groups'); cached, renamed
+    into place once complete so a killed run leaves no half file under the final name."""
     folder = out / f"{table}-{rows or 'nightly'}"
     by_month: dict[str, list[Path]] = collections.defaultdict(list)
     for f in files:
@@ -75,12 +81,13 @@ def month_files(files: list[Path], table: str, rows: int | None, out: Path) -> l
 
 
 def _with_date(tbl: pa.Table, path: Path) -> pa.Table:
+    """A month file's rows keep their night: run_date from the night's folder, as a column."""
     day = re.search(r"run_date=(\d{4}-\d{2}-\d{2})", str(path))[1]
     return tbl.append_column("run_date", pa.array([day] * tbl.num_rows).cast(pa.date32()))
 
 
 def shape(files: list[Path]) -> tuple[int, int]:
-    """(row groups, footer bytes) over `files`."""
+    """(row groups, footer bytes) over `files`: what DuckDB's reader holds state for."""
     metas = [pq.ParquetFile(f).metadata for f in files]
     return sum(m.num_row_groups for m in metas), sum(m.serialized_size for m in metas)
 
@@ -91,10 +98,10 @@ from pathlib import Path
 import duckdb
 def hwm():
     return int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text())[1]) / 1024
-files, sql = sys.argv[1].split(","), sys.argv[2]
-if sql == "floor":
-    print(0.0, hwm()); sys.exit()
+files, sql = sys.stdin.read().split("\n"), sys.argv[1]
 con = duckdb.connect()
+if sql == "floor":
+    print(con.execute("SELECT current_setting('threads')").fetchall()[0][0], hwm()); sys.exit()
 con.execute("SET enable_progress_bar = false")
 listing = "[" + ", ".join(repr(f) for f in files) + "]"
 con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet({listing}, hive_partitioning = false)")
@@ -105,15 +112,19 @@ print(time.perf_counter() - t, hwm())
 
 
 def measure(files: list[Path], sql: str) -> tuple[float, float]:
-    p = subprocess.run([sys.executable, "-c", CHILD, ",".join(map(str, files)), sql],
+    """(seconds, peak MB) of `sql` over `files` in a fresh process, so no query inherits
+    another's allocations (for "floor": DuckDB's threads and the bare process's MB)."""
+    p = subprocess.run([sys.executable, "-c", CHILD, sql], input="\n".join(map(str, files)),
                        capture_output=True, text=True)  # fmt: skip
     if p.returncode:
-        raise SystemExit(f"{sql}: {p.stderr.strip().splitlines()[-1]}")
+        why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+        raise SystemExit(f"{sql}: {why}")
     out = p.stdout.split()
     return float(out[-2]), float(out[-1])
 
 
 def main() -> None:
+    """Every layout against every query, the 10-night files first (the ratios' reference)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nights", type=int, default=365)
     ap.add_argument("--records-per-night", type=int, default=2000)
@@ -136,9 +147,9 @@ def main() -> None:
         layouts[f"{a.nights}, month files, {rows:,}-row groups"] = month_files(
             history, table, rows, out
         )
-    _, floor = measure(base[:1], "floor")
-    print(f"{table}: peak MB of one query in a fresh process (floor {floor:.0f} MB: "
-          "python + duckdb); x = over the 10-night figure\n")  # fmt: skip
+    threads, floor = measure(base[:1], "floor")
+    print(f"{table}: peak MB of one query in a fresh process (floor {floor:.0f} MB: python "
+          f"+ duckdb; {threads:.0f} DuckDB threads); x = over the 10-night figure\n")  # fmt: skip
     head = f"{'layout':40} {'files':>5} {'groups':>6} {'footers MB':>10}"
     print(head + "".join(f" {q:>14}" for q in queries))
     ref: dict[str, float] = {}
