@@ -141,6 +141,15 @@ def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(h
     store = copy_of(history, tmp_path / "out")
     before = answers(store, tmp_path / "before")
     files_before = sorted(store.root.rglob("shards/**/*.parquet"))
+    # the catalog counts records from the manifests (the export's manifest does), live or
+    # compacted: `rows` of catalog_files
+    counted = (
+        "SELECT (SELECT sum(rows) FROM catalog_files WHERE view = 'curriculum'), "
+        "(SELECT count(*) FROM curriculum), (SELECT count(DISTINCT path) FROM catalog_files "
+        "WHERE view = 'curriculum')"
+    )
+    with connect_readonly(store.catalog_path) as con:
+        assert con.execute(counted).fetchall() == [(NIGHTS * RECORDS, NIGHTS * RECORDS, 9)]
 
     done = compact_finished(store)
     assert [c.run_id for c in done] == [run_name(r) for r in range(NIGHTS)]
@@ -156,6 +165,8 @@ def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(h
         tables = [f["table"] for f in store.manifest(run_id)[COMPACTED]["files"]]
         assert len(tables) == len(set(tables)) and "record_facts" in tables
         assert store.completed_shards(run_id) >= {f"{s:05d}" for s in range(RECORDS // SHARD)}
+    with connect_readonly(store.catalog_path) as con:
+        assert con.execute(counted).fetchall() == [(NIGHTS * RECORDS, NIGHTS * RECORDS, NIGHTS)]
     after = answers(store, tmp_path / "after")
     assert after.keys() == before.keys()
     for key in before:
@@ -400,6 +411,7 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
     with connect_readonly(store.catalog_path) as con:
         review(store.root, [(rid, run_name(0))], reject=True)
         scope_to_runs(con, [run_name(0)])
+        assert con.execute(reviewed).fetchall() == [x for x in every if x[0] == run_name(0)]
         scope_to_runs(con, None)
         assert con.execute(reviewed).fetchall() == every
 

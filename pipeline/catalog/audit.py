@@ -22,7 +22,7 @@ from pipeline.catalog.readonly_sql import UnsafeSQLError, read_only_statements
 from pipeline.catalog.sql_worker import BoundedSQL
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import HintedError, first_line
-from pipeline.store.store import CATALOG_RUNS
+from pipeline.store.store import HAS_CATALOG_FILES, catalog_runs
 
 
 class AuditError(HintedError, RuntimeError):
@@ -342,10 +342,12 @@ def list_audits() -> list[tuple[str, str]]:
 
 def _unknown_run(session: BoundedSQL, run_id: str) -> list[str] | None:
     """None when `run_id` is in the catalog, else the runs it has (the first sql.max_rows)."""
-    known = f"SELECT $run_id IN ({CATALOG_RUNS}) AS known"
+    ((indexed,),) = session.fetch("files", HAS_CATALOG_FILES, where="known runs").rows
+    runs = catalog_runs(indexed)
+    known = f"SELECT $run_id IN ({runs}) AS known"
     if session.fetch("run", known, {"run_id": run_id}, "known runs").rows[0][0]:
         return None
-    return session.fetch("runs", f"{CATALOG_RUNS} ORDER BY 1", where="known runs").column("run_id")
+    return session.fetch("runs", f"{runs} ORDER BY 1", where="known runs").column("run_id")
 
 
 def run_audit(

@@ -31,7 +31,7 @@ from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
-from pipeline.store.store import CATALOG_RUNS, StoreError
+from pipeline.store.store import CATALOG_RUNS, HAS_CATALOG_FILES, StoreError, catalog_runs
 from schemas.exports import QUALITY_COLUMNS, REVIEW_COLUMNS, SOURCE_COLUMNS
 
 # The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the
@@ -184,13 +184,8 @@ def select_records(
     Selection says what spans them (runs, counts, checks, reviews)."""
     with open_catalog(catalog) as con:
         if run_ids:  # only then is the list of known runs needed
-            try:
-                known = {r for (r,) in con.execute(CATALOG_RUNS).fetchall()}
-            except duckdb.CatalogException:
-                raise ExportError(
-                    f"{catalog} was built before its table of files (catalog_files) existed",
-                    "refresh it: rerun the nightly flow with the same --run-id",
-                ) from None
+            ((indexed,),) = con.execute(HAS_CATALOG_FILES).fetchall()
+            known = {r for (r,) in con.execute(catalog_runs(indexed)).fetchall()}
             unknown = sorted(set(run_ids) - known)
             if unknown:
                 raise ExportError(
@@ -321,9 +316,11 @@ def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> 
 
 
 def _latest_reviews(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """The latest review verdicts over every record of the catalog (reviews of runs no longer
-    in it are not counted), from the reviews and the catalog's table of files: the records
-    are counted from the manifests, so a one-run export reads no other run's files for it."""
+    """The latest review verdicts over every record of the catalog, from the reviews and the
+    catalog's table of files: the records are counted from the manifests, so a one-run
+    export reads no other run's files for it. A review counts while its run is in the
+    catalog (a pruned run's do not; a run id a new run took since counts its old reviews,
+    whose records usually share its ids)."""
     verdicts = (
         "SELECT count(*) FILTER (WHERE verdict = 'accept'), "
         "count(*) FILTER (WHERE verdict = 'reject') FROM review_latest "
@@ -338,7 +335,7 @@ def _latest_reviews(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
             f"{verdicts} WHERE record_id IN (SELECT record_id FROM curriculum)"
         ).fetchall()
         ((total,),) = con.execute("SELECT count(*) FROM curriculum").fetchall()
-    return {"accept": accept, "reject": reject, "not_reviewed": total - accept - reject}
+    return {"accept": accept, "reject": reject, "not_reviewed": max(0, total - accept - reject)}
 
 
 # The view's reasons as the export's drop reasons (the Python drops use the same names).

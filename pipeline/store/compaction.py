@@ -162,7 +162,7 @@ def _derived(
     """The run's DERIVED_FROM tables (or those of `tables`), by the catalog's own SQL over the
     run's compacted files only, in memory; one whose first source the run lacks is not
     written."""
-    listing = [Listed(run_id, f.table, store.root / f.path, True) for f in folded]
+    listing = [Listed(run_id, f.table, store.root / f.path, True, f.rows) for f in folded]
     out = []
     with duckdb.connect() as con:
         build_catalog(con, listing, [], {})

@@ -67,7 +67,20 @@ DERIVED_FROM = {
 
 # The runs a catalog holds (each run with a committed file or a run record), from the table
 # of its files: `runs` and curriculum's run ids would read two files a night of the history.
+# A catalog from before that table (or one built by hand) is read the old way
+# (`catalog_runs(HAS_CATALOG_FILES's answer)`).
 CATALOG_RUNS = "SELECT DISTINCT run_id FROM catalog_files"
+HAS_CATALOG_FILES = (
+    "SELECT count(*) = 1 FROM duckdb_tables() WHERE table_name = 'catalog_files' AND NOT temporary"
+)
+
+
+def catalog_runs(has_catalog_files: bool) -> str:
+    """The SQL of the runs a catalog holds (see CATALOG_RUNS)."""
+    if has_catalog_files:
+        return CATALOG_RUNS
+    return "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum"
+
 
 # The shard name of a run's compacted group: one manifest line naming one file per table (and
 # the run's DERIVED_FROM tables), listing in `covers` every shard group it replaces.
@@ -159,7 +172,7 @@ class Listed:
     table: str
     path: Path
     checked: bool  # written by a compaction under this SCHEMA_VERSION: no need to read it
-    rows: int = 0  # as its manifest line says
+    rows: int  # as its manifest line says
 
 
 class Store:
@@ -573,6 +586,7 @@ __all__ = [
     "CATALOG_RUNS",
     "COMPACTED",
     "DERIVED_FROM",
+    "HAS_CATALOG_FILES",
     "SHARDED_TABLES",
     "CatalogFileError",
     "Listed",
@@ -580,6 +594,7 @@ __all__ = [
     "Store",
     "StoreError",
     "build_catalog",
+    "catalog_runs",
     "check_catalog_file",
     "connect_readonly",
     "live_groups",
