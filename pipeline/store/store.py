@@ -67,19 +67,15 @@ DERIVED_FROM = {
 
 # The runs a catalog holds (each run with a committed file or a run record), from the table
 # of its files: `runs` and curriculum's run ids would read two files a night of the history.
-# A catalog from before that table (or one built by hand) is read the old way
-# (`catalog_runs(HAS_CATALOG_FILES's answer)`).
+# A catalog from before that table (or built by hand) is read the old way (`catalog_runs`).
 CATALOG_RUNS = "SELECT DISTINCT run_id FROM catalog_files"
-HAS_CATALOG_FILES = (
-    "SELECT count(*) = 1 FROM duckdb_tables() WHERE table_name = 'catalog_files' AND NOT temporary"
-)
+HAS_CATALOG_FILES = "SELECT count(*) = 1 FROM duckdb_tables() WHERE table_name = 'catalog_files'"
 
 
 def catalog_runs(has_catalog_files: bool) -> str:
     """The SQL of the runs a catalog holds (see CATALOG_RUNS)."""
-    if has_catalog_files:
-        return CATALOG_RUNS
-    return "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum"
+    old = "SELECT run_id FROM runs UNION SELECT DISTINCT run_id FROM curriculum"
+    return CATALOG_RUNS if has_catalog_files else old
 
 
 # The shard name of a run's compacted group: one manifest line naming one file per table (and
