@@ -114,9 +114,10 @@ _LISTED = "_reviews_listed"
 
 
 def scope_reviews(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None) -> None:
-    """This connection's `reviews` narrowed to the reviews of `run_ids`' records (None:
-    every review again), for a reader of those runs (store.scope_to_runs): at a year of
-    nights every verdict query would otherwise rank the whole history's reviews. It narrows
+    """This connection's `reviews` narrowed to the reviews whose run is one of `run_ids` (each
+    review names its record's run; None: every review again), for a reader of those runs
+    (store.scope_to_runs): at a year of nights every verdict query would otherwise rank the
+    whole history's reviews. It narrows
     the listing `attach_reviews` made, never lists the files again, so every batch of an
     export sees the same reviews. Without that listing (no review files) there is nothing to
     narrow."""

@@ -155,11 +155,10 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, index: RunIndex, version
             if rows == [(version,)]:
                 return
             log.info("%s index %s is of another version: rebuilding it", index.name, path)
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():  # another process has it open: not ours to delete
-                raise
-            log.warning("%s index %s unreadable (%s): rebuilding it", index.name, path, exc)
         except duckdb.Error as exc:
+            # another process has it open (a lock): not ours to delete
+            if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
+                raise
             log.warning("%s index %s unreadable (%s): rebuilding it", index.name, path, exc)
         _detach(con, alias)
     for p in files:

@@ -517,7 +517,7 @@ def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
     and audit, an export's batch of runs): DuckDB checks every listed file at each bind,
     and holds state for each, so at a year of nights each query would pay for 365 files per
     table. What spans runs stays whole: the quality tables, passages and the materialised
-    tables; the reviews narrow to those of the runs' records (scope_reviews).
+    tables; the reviews narrow to those naming one of the runs (scope_reviews).
     None: the whole catalog again (scopes do not nest). A catalog from before lists no
     files."""
     scope_reviews(con, run_ids)
