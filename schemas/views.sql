@@ -122,6 +122,25 @@ SELECT
     ) AS runs_unchecked
 FROM benchmark_checks b;
 
+-- The quality gates per run: records, contaminated ones, those in near-duplicate clusters of
+-- two or more, and those no near-duplicate check has seen yet. Each side is counted apart (no
+-- per-record join). The `quality` audit adds the benchmark checks that covered each run.
+CREATE OR REPLACE VIEW run_quality AS
+WITH c AS (SELECT run_id, count(*) AS records FROM curriculum GROUP BY run_id),
+k AS (SELECT run_id, count(*) AS contaminated FROM contamination GROUP BY run_id),
+q AS (
+    SELECT run_id, count(*) AS clustered,
+           count(*) FILTER (WHERE cluster_size > 1) AS in_duplicate_clusters
+    FROM question_clusters GROUP BY run_id
+)
+SELECT
+    c.run_id,
+    c.records,
+    coalesce(k.contaminated, 0) AS contaminated,
+    coalesce(q.in_duplicate_clusters, 0) AS in_duplicate_clusters,
+    c.records - coalesce(q.clustered, 0) AS not_clustered
+FROM c LEFT JOIN k USING (run_id) LEFT JOIN q USING (run_id);
+
 -- The verifier bar of each run (gates.v_quantile): the nearest-rank quantile of the V that
 -- the run's own shuffled and off-topic controls get under the run's verifier method. A record
 -- is accepted only when its V exceeds it: V > 0 admits what the controls show is noise. A run
@@ -274,7 +293,8 @@ CREATE OR REPLACE VIEW record_duplicate_ranking AS
 WITH passing AS MATERIALIZED (
     -- the records that pass everything else (record_gated's gate_rejection is null) and
     -- could lose: another's question has the same hash, or a cluster of two or more
-    SELECT k.record_id, k.question_key, q.cluster_id AS duplicate_cluster_id, k.verifier_v
+    SELECT k.record_id, k.run_id, k.question_key, q.cluster_id AS duplicate_cluster_id,
+           k.verifier_v
     FROM duplicate_keys k
     LEFT JOIN question_duplicates q ON q.record_id = k.record_id
     WHERE (
@@ -288,6 +308,7 @@ WITH passing AS MATERIALIZED (
 question_ranked AS (
     SELECT
         record_id,
+        run_id,
         row_number() OVER question_group AS question_rank,
         first_value(record_id) OVER question_group AS question_best
     FROM passing
@@ -302,6 +323,7 @@ cluster_ranked AS (
     -- a record in no cluster of two or more ranks alone, as a singleton cluster does
     SELECT
         record_id,
+        run_id,
         row_number() OVER cluster_group AS cluster_rank,
         first_value(record_id) OVER cluster_group AS cluster_best
     FROM passing
@@ -314,7 +336,9 @@ SELECT
     record_id,
     CASE WHEN q.question_rank > 1 THEN 'duplicate_question' ELSE 'near_duplicate' END
         AS rejected_by,
-    CASE WHEN q.question_rank > 1 THEN q.question_best ELSE c.cluster_best END AS duplicate_of
+    CASE WHEN q.question_rank > 1 THEN q.question_best ELSE c.cluster_best END AS duplicate_of,
+    -- the loser's run: its run's per-run results depend on it (run_results)
+    coalesce(q.run_id, c.run_id) AS run_id
 FROM question_ranked q
 FULL JOIN cluster_ranked c USING (record_id)
 WHERE q.question_rank > 1 OR c.cluster_rank > 1;

@@ -472,7 +472,7 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
 
     got = ranked()
     assert {(r["record_id"], f"again{i}") for i, r in enumerate(rows)} <= {
-        (rid, of) for rid, _, of in got
+        (rid, of) for rid, _, of, _ in got
     }
     compacted = {run_name(r) for r in range(NIGHTS - 1)}
     assert indexed() == (compacted, own_passing(compacted))
@@ -487,6 +487,93 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
 
     index.write_bytes(b"not a DuckDB file\n" * 1000)
     assert ranked() == got and indexed() == (every, own_passing(every))
+
+
+def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
+    history, tmp_path, caplog
+):
+    """The audits' per-run tables (run_results.*, pipeline/store/run_results.py) hold the rows
+    of their views over every file after each change of the store, and a refresh computes only
+    the runs whose inputs changed: none when nothing did; an old run whose record a new night
+    demotes (its files unchanged); a run a benchmark check flagged; a compacted run; and all
+    of them after the index was corrupted."""
+    import datetime as dt
+    import logging
+
+    import pyarrow as pa
+
+    from pipeline.core.io import write_parquet_atomic
+    from pipeline.store.run_results import PATH, VIEWS
+    from schemas.tables import schema_for
+
+    store = copy_of(history, tmp_path / "out")
+    first, last = run_name(0), run_name(NIGHTS - 1)
+    every = {run_name(r) for r in range(NIGHTS)}
+
+    def refreshed() -> tuple[set[str], dict]:
+        """(runs computed by the refresh, each run's funnel row)."""
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="pipeline.store.run_results"):
+            store.refresh_catalog(artifacts(store.root))
+        computed = {run for r in caplog.records for run in getattr(r, "computed", ())}
+        with connect_readonly(store.catalog_path) as con:
+            for view in VIEWS:
+                kept = con.execute(f"SELECT * FROM run_results.{view}").fetchall()
+                live = con.execute(f"SELECT * FROM {view}").fetchall()
+                assert kept, view
+                assert same(keyed(kept), keyed(live)), view
+            funnel = con.execute("SELECT run_id, accepted FROM run_results.funnel").fetchall()
+        return computed, dict(funnel)
+
+    (store.root / PATH).unlink()
+    computed, funnel = refreshed()
+    assert computed == every
+    assert refreshed() == (set(), funnel)  # nothing changed: nothing computed
+
+    # the last night asks two of the first night's accepted questions again, with a higher V
+    with connect_readonly(store.catalog_path) as con:
+        ((last_date,),) = con.execute(
+            "SELECT run_date FROM runs WHERE run_id = ?", [last]
+        ).fetchall()
+        cols = ", ".join(f.name for f in schema_for("curriculum"))
+        rows = (
+            con.sql(
+                f"SELECT {cols} FROM curriculum WHERE record_id IN (SELECT record_id FROM accepted "
+                "WHERE run_id = ? ORDER BY record_id LIMIT 2)",
+                params=[first],
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
+    again = [r | {"record_id": f"again{i}", "run_id": last, "verifier_v": 1.0}
+             for i, r in enumerate(rows)]  # fmt: skip
+    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", again)])
+    computed, demoted = refreshed()
+    assert computed == {first, last}
+    assert demoted[first] == funnel[first] - 2 and demoted[last] == funnel[last] + 2
+
+    # a benchmark check flags one record of the second night
+    second = run_name(1)
+    with connect_readonly(store.catalog_path) as con:
+        ((rid,),) = con.execute(
+            "SELECT record_id FROM accepted WHERE run_id = ? AND record_id NOT IN "
+            "(SELECT duplicate_of FROM record_duplicates) ORDER BY record_id LIMIT 1",
+            [second],
+        ).fetchall()
+    match = {"record_id": rid, "run_id": second, "benchmark": "nq", "item_id": "1",
+             "method": "exact", "score": 1.0, "benchmark_question": "q",
+             "checked_at": dt.datetime(2025, 2, 1, tzinfo=dt.UTC)}  # fmt: skip
+    write_parquet_atomic(
+        store.quality_path("benchmark_matches", second),
+        pa.Table.from_pylist([match], schema=schema_for("benchmark_matches")),
+    )
+    computed, flagged = refreshed()
+    assert computed == {second} and flagged[second] == demoted[second] - 1
+
+    compact_run(store, first)
+    assert refreshed() == ({first}, flagged)
+    (store.root / PATH).write_bytes(b"not a DuckDB file\n" * 1000)
+    assert refreshed() == (every, flagged)
 
 
 def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(history, tmp_path):

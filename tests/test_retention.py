@@ -45,6 +45,7 @@ from pipeline.core.io import sha256_file, write_parquet_atomic  # noqa: E402
 from pipeline.core.run_control import store_run_lock  # noqa: E402
 from pipeline.store.compaction import compact_run, sweep  # noqa: E402
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, INDEXES  # noqa: E402
+from pipeline.store.run_results import PATH as RESULTS_PATH  # noqa: E402
 from pipeline.store.store import COMPACTED, SHARDED_TABLES, Store, connect_readonly  # noqa: E402
 from schemas.tables import RUN_PLAN, schema_for  # noqa: E402
 
@@ -219,21 +220,23 @@ def test_whole_run_prune_removes_exactly_the_old_runs(history, tmp_path, landing
     gone = {f for f in files if any(r in f for r in OLD)}
     assert not any(r in f for f in left for r in OLD)
     # every other file untouched, but the catalog and the run indexes (the refresh's)
-    rebuilt = {"curriculum.duckdb", *(index.path for index in INDEXES)}
+    rebuilt = {"curriculum.duckdb", RESULTS_PATH, *(index.path for index in INDEXES)}
     assert {k: v for k, v in left.items() if k not in rebuilt} == {
         k: v for k, v in files.items() if k not in gone and k not in rebuilt
     }
 
-    def indexed_runs(index, table: str) -> list[set[str]]:
+    def indexed_runs(path: str, table: str) -> list[set[str]]:
         """The runs an index's `files` and `table` hold."""
-        with duckdb.connect(str(store.root / index.path), read_only=True) as con:
+        with duckdb.connect(str(store.root / path), read_only=True) as con:
             return [{r for (r,) in con.execute(f"SELECT DISTINCT run_id FROM {t}").fetchall()}
                     for t in ("files", table)]  # fmt: skip
 
-    files_of, keys = indexed_runs(DUPLICATE_KEYS, "keys")
+    files_of, keys = indexed_runs(DUPLICATE_KEYS.path, "keys")
     assert files_of == set(KEPT) and keys <= set(KEPT), (files_of, keys)
-    files_of, counts = indexed_runs(EVIDENCE, "counts")
+    files_of, counts = indexed_runs(EVIDENCE.path, "counts")
     assert files_of == set(KEPT) == counts, (files_of, counts)
+    files_of, funnel = indexed_runs(RESULTS_PATH, "funnel")
+    assert files_of == set(KEPT) == funnel, (files_of, funnel)
     assert store.run_ids() == KEPT and not (store.root / TRASH_DIR).exists()
     assert not list(store.root.glob("shards/*/run_date=2025-01-0[12]"))
 

@@ -4,6 +4,9 @@ An audit is a few SELECTs over the views and macros of `schemas/views.sql`, a de
 where one makes sense, a pass/fail rule: `evidence` fails when a verbatim record's span is not
 the recorded slice of its recorded source passage, `leakage` when a valid record's answer
 occurs in its question, `runs` when records carry another configuration than their run.
+Audits read what the catalog's refresh kept per run (the evidence tables, the schema
+`run_results`: pipeline/store/run_results.py), so a whole-history audit reads a few rows a
+run, never a year of files; the views they were kept from still compute live.
 Every query goes through `read_only_statements` (DuckDB's parser: SELECT / EXPLAIN only) and
 runs on a `connect_audit` connection in a memory-capped worker process (`sql_worker`); an
 ad-hoc file is checked whole before any statement runs.
@@ -142,7 +145,8 @@ AUDITS: dict[str, Audit] = {
                     "answer leaked into the question",
                     f"""
                     SELECT record_id, run_id, is_valid, invalid_reason, question, answer
-                    FROM answer_leakage WHERE {_RUN} ORDER BY is_valid DESC, run_id, record_id
+                    FROM run_results.answer_leakage WHERE {_RUN}
+                    ORDER BY is_valid DESC, run_id, record_id
                     """,
                 ),
             ],
@@ -168,12 +172,12 @@ AUDITS: dict[str, Audit] = {
                            round(accepted / nullif(generated, 0), 3) AS accepted_rate,
                            round(mean_v, 3) AS mean_v,
                            round(mean_proposer_reward, 3) AS mean_r_pro
-                    FROM funnel WHERE {_RUN} ORDER BY run_id
+                    FROM run_results.funnel WHERE {_RUN} ORDER BY run_id
                     """,
                 ),
                 (
                     "why records were invalid",
-                    f"SELECT run_id, reason, n FROM invalid_reasons WHERE {_RUN} "
+                    f"SELECT run_id, reason, n FROM run_results.invalid_reasons WHERE {_RUN} "
                     "ORDER BY run_id, n DESC, reason",
                 ),
             ],
@@ -187,7 +191,7 @@ AUDITS: dict[str, Audit] = {
                     f"""
                     SELECT run_id, v_bin, n,
                            bar(n, 0, max(n) OVER (PARTITION BY run_id), 30) AS bar
-                    FROM verifier_histogram WHERE {_RUN} ORDER BY run_id, v_bin
+                    FROM run_results.verifier_histogram WHERE {_RUN} ORDER BY run_id, v_bin
                     """,
                 ),
             ],
@@ -208,7 +212,7 @@ AUDITS: dict[str, Audit] = {
                                round(mean_proposer_reward, 3) AS mean_r_pro,
                                round(mean_difficulty, 3) AS mean_r_dz,
                                round(solver_accuracy, 3) AS solver_accuracy
-                        FROM {view} WHERE {_RUN} ORDER BY run_id, {key} NULLS LAST
+                        FROM run_results.{view} WHERE {_RUN} ORDER BY run_id, {key} NULLS LAST
                         """,
                     ),
                 ],
@@ -231,7 +235,8 @@ AUDITS: dict[str, Audit] = {
                            round(mean_coverage, 3) AS mean_g,
                            round(mean_wcr_reward, 3) AS mean_wcr_reward,
                            round(mean_solver_reward, 3) AS mean_r_sol
-                    FROM wcr_by_coverage WHERE {_RUN} ORDER BY run_id, coverage_bin NULLS FIRST
+                    FROM run_results.wcr_by_coverage WHERE {_RUN}
+                    ORDER BY run_id, coverage_bin NULLS FIRST
                     """,
                 ),
                 (
@@ -241,7 +246,7 @@ AUDITS: dict[str, Audit] = {
                            round(coverage_if_correct, 3) AS g_if_correct,
                            round(coverage_if_wrong, 3) AS g_if_wrong,
                            round(coverage_correct_corr, 3) AS corr_g_correct
-                    FROM wcr_correctness WHERE {_RUN} ORDER BY run_id
+                    FROM run_results.wcr_correctness WHERE {_RUN} ORDER BY run_id
                     """,
                 ),
             ],
@@ -259,7 +264,8 @@ AUDITS: dict[str, Audit] = {
                            date_trunc('second', duration) AS duration,
                            shards_planned, shards_completed, config_hash, records,
                            foreign_config_records, has_run_record
-                    FROM run_overview WHERE {_RUN} ORDER BY started_at NULLS LAST, run_id
+                    FROM run_results.run_overview WHERE {_RUN}
+                    ORDER BY started_at NULLS LAST, run_id
                     """,
                 ),
             ],
@@ -276,40 +282,24 @@ AUDITS: dict[str, Audit] = {
                 (
                     "quality gates",
                     f"""
-                    WITH c AS (  -- per run, each side counted apart: no per-record join
-                        SELECT run_id, count(*) AS records FROM curriculum
-                        WHERE {_RUN} GROUP BY run_id
-                    ),
-                    k AS (
-                        SELECT run_id, count(*) AS contaminated FROM contamination
-                        WHERE {_RUN} GROUP BY run_id
-                    ),
-                    q AS (
-                        SELECT run_id, count(*) AS clustered,
-                               count(*) FILTER (WHERE cluster_size > 1) AS in_duplicate_clusters
-                        FROM question_clusters WHERE {_RUN} GROUP BY run_id
-                    )
-                    SELECT c.run_id, c.records,
-                           coalesce(k.contaminated, 0) AS contaminated,
-                           coalesce(q.in_duplicate_clusters, 0) AS in_duplicate_clusters,
-                           c.records - coalesce(q.clustered, 0) AS not_clustered,
+                    SELECT q.*,
                            (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
-                            FROM benchmark_checks b WHERE list_contains(b.run_ids, c.run_id))
+                            FROM benchmark_checks b WHERE list_contains(b.run_ids, q.run_id))
                                AS benchmarks_checked,
                            (SELECT coalesce(list(b.benchmark ORDER BY b.benchmark), [])
-                            FROM benchmark_checks b WHERE NOT list_contains(b.run_ids, c.run_id))
+                            FROM benchmark_checks b WHERE NOT list_contains(b.run_ids, q.run_id))
                                AS benchmarks_unchecked
-                    FROM c LEFT JOIN k USING (run_id) LEFT JOIN q USING (run_id)
-                    ORDER BY c.run_id
+                    FROM run_results.run_quality q WHERE {_RUN} ORDER BY q.run_id
                     """,
                 ),
                 (
                     "shortcut and uniqueness (gates.shortcut, gates.uniqueness)",
-                    f"SELECT * FROM shortcut_summary WHERE {_RUN} ORDER BY run_id",
+                    f"SELECT * FROM run_results.shortcut_summary WHERE {_RUN} ORDER BY run_id",
                 ),
                 (
                     "verifier controls (gates.controls)",
-                    f"SELECT * FROM verifier_controls WHERE {_RUN} ORDER BY run_id, method",
+                    f"SELECT * FROM run_results.verifier_controls WHERE {_RUN} "
+                    "ORDER BY run_id, method",
                 ),
             ],
             _quality_rule,

@@ -18,7 +18,8 @@ went (a compaction, a prune) lose their rows, and the newly listed files are rea
 leaves it at its last committed sync; a file DuckDB cannot open, or one written for another
 version, is rebuilt from the files. It is changed in place only while no other name links
 it: a store snapshotted with hard links (`cp -al`, `rsync --link-dest`) gets its own copy
-first, as every other file of the store is replaced by rename.
+first, as every other file of the store is replaced by rename. The audits' per-run tables
+(run_results.py) are kept in a third index of the same layout (attach_index, transaction).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def indexed(
             for t, m in index.tables
         }
     finally:
-        _detach(con, index.alias)
+        detach_index(con, index.alias)
 
 
 def _synced(
@@ -122,16 +123,17 @@ def _synced(
     written."""
     path = root / index.path
     try:
-        _attach(con, path, index, _version(depends))
+        empty = {t: f"SELECT * FROM {m}('{index.live}')" for t, m in index.tables}
+        attach_index(con, path, index.alias, index_version(depends), empty)
         _sync(con, root, index, files)
     except (OSError, duckdb.Error) as exc:
         log.warning("%s index %s not used (%s): reading every file", index.name, path, exc)
-        _detach(con, index.alias)
+        detach_index(con, index.alias)
         return False
     return True
 
 
-def _version(depends: Mapping[str, Any]) -> str:
+def index_version(depends: Mapping[str, Any]) -> str:
     """What the rows depend on besides the files: `depends`, the contract, DuckDB's release
     (its `hash`, for one, may change with it) and the index's own layout."""
     return content_key(
@@ -139,10 +141,16 @@ def _version(depends: Mapping[str, Any]) -> str:
     )
 
 
-def _attach(con: duckdb.DuckDBPyConnection, path: Path, index: RunIndex, version: str) -> None:
-    """Attach the index, rebuilt empty when it cannot be read or is of another version (its
-    tables' columns are the macros' own, as views.sql defines them)."""
-    alias = index.alias
+def attach_index(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    alias: str,
+    version: str,
+    tables: Mapping[str, str],
+) -> None:
+    """Attach an index file as `alias`, rebuilt empty when it cannot be read or is of another
+    version: `meta`, `files` (run_id, path, size, mtime_ns) and each of `tables` (name ->
+    a SELECT whose columns it takes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     files = (path, path.with_name(path.name + ".wal"))
     for p in files:
@@ -154,30 +162,29 @@ def _attach(con: duckdb.DuckDBPyConnection, path: Path, index: RunIndex, version
             rows = con.execute(f"SELECT version FROM {alias}.meta").fetchall()
             if rows == [(version,)]:
                 return
-            log.info("%s index %s is of another version: rebuilding it", index.name, path)
+            log.info("index %s is of another version: rebuilding it", path)
         except duckdb.Error as exc:
             # another process has it open (a lock): not ours to delete
             if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
                 raise
-            log.warning("%s index %s unreadable (%s): rebuilding it", index.name, path, exc)
-        _detach(con, alias)
+            log.warning("index %s unreadable (%s): rebuilding it", path, exc)
+        detach_index(con, alias)
     for p in files:
         p.unlink(missing_ok=True)
     con.execute(f"ATTACH {sql_string(path)} AS {alias}")
-    with _transaction(con):
+    with transaction(con):
         con.execute(f"CREATE TABLE {alias}.meta (version VARCHAR)")
         con.execute(f"INSERT INTO {alias}.meta VALUES (?)", [version])
         con.execute(
             f"CREATE TABLE {alias}.files "
             "(run_id VARCHAR, path VARCHAR, size BIGINT, mtime_ns BIGINT)"
         )
-        for table, macro in index.tables:
-            rows = f"SELECT * FROM {macro}('{index.live}') LIMIT 0"
-            con.execute(f"CREATE TABLE {alias}.{table} AS {rows}")
+        for table, select in tables.items():
+            con.execute(f"CREATE TABLE {alias}.{table} AS {select} LIMIT 0")
 
 
 @contextlib.contextmanager
-def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """BEGIN ... COMMIT, rolled back on any error (the connection stays usable for the
     fallback), the error itself raised."""
     con.execute("BEGIN")
@@ -227,7 +234,7 @@ def _sync(
                 f"CREATE OR REPLACE TEMP TABLE {rows} AS SELECT * FROM {index.over}('_new_files')"
             )
     try:
-        with _transaction(con):
+        with transaction(con):
             for table in (*(t for t, _ in index.tables), "files"):
                 con.execute(f"DELETE FROM {alias}.{table} WHERE list_contains(?, run_id)", [stale])
             if new:
@@ -248,11 +255,22 @@ def file_identity(path: Path, root: Path) -> tuple[str, int, int]:
     return rel.as_posix(), st.st_size, st.st_mtime_ns
 
 
-def _detach(con: duckdb.DuckDBPyConnection, alias: str) -> None:
+def detach_index(con: duckdb.DuckDBPyConnection, alias: str) -> None:
     with contextlib.suppress(duckdb.Error):
         con.execute(f"CHECKPOINT {alias}")
     with contextlib.suppress(duckdb.Error):
         con.execute(f"DETACH {alias}")
 
 
-__all__ = ["DUPLICATE_KEYS", "EVIDENCE", "INDEXES", "RunIndex", "file_identity", "indexed"]
+__all__ = [
+    "DUPLICATE_KEYS",
+    "EVIDENCE",
+    "INDEXES",
+    "RunIndex",
+    "attach_index",
+    "detach_index",
+    "file_identity",
+    "index_version",
+    "indexed",
+    "transaction",
+]

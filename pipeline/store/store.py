@@ -12,7 +12,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -35,9 +34,10 @@ from pipeline.core.io import (
     utcnow,
     write_parquet_atomic,
 )
-from pipeline.core.parquet_sql import files_select, path_list
-from pipeline.store.reviews import attach_reviews, review_files, scope_reviews
+from pipeline.store.reviews import attach_reviews, review_files
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, file_identity, indexed
+from pipeline.store.run_results import materialise_run_results
+from pipeline.store.scoping import scope_to_runs, view_select
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -480,6 +480,18 @@ def build_catalog(
     con.register("_files_arrow", pa.Table.from_pylist(files_of, schema=schema))
     con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
     con.unregister("_files_arrow")
+    # What each run's per-run results are computed from: its own files and the quality files
+    # the checks name after it; one named otherwise (after a benchmark, by an older
+    # version) may hold any run's rows, so every run depends on it.
+    own: dict[str, set[Path]] = {}
+    for f in files_of:
+        own.setdefault(f["run_id"], set()).add(Path(f["path"]))
+    quality = [p for t in ("benchmark_matches", "question_minhash") for p in artifacts[t]]
+    shared = [p for p in quality if p.stem not in own]
+    for p in quality:
+        own.get(p.stem, set()).add(p)
+    runs_in = {run: [*paths, *shared] for run, paths in own.items()}
+    materialise_run_results(con, index_root, runs_in, {"views": sql}, scope_to_runs)
 
 
 def _materialise(
@@ -511,31 +523,6 @@ def _materialise(
             con.execute(f"CREATE OR REPLACE TABLE evidence_{table} AS {rel[table]}")
 
 
-def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None) -> None:
-    """Temporary views over the files of `run_ids` alone standing in for the per-run base
-    views (the sharded tables and `runs`), for a reader of those runs only (a run's report
-    and audit, an export's batch of runs): DuckDB checks every listed file at each bind,
-    and holds state for each, so at a year of nights each query would pay for 365 files per
-    table. What spans runs stays whole: the quality tables, passages and the materialised
-    tables; the reviews narrow to those naming one of the runs (scope_reviews).
-    None: the whole catalog again (scopes do not nest). A catalog from before lists no
-    files."""
-    scope_reviews(con, run_ids)
-    try:
-        rows = con.execute(
-            "SELECT view, hive, list(path ORDER BY path) FILTER (WHERE list_contains(?, run_id)) "
-            "FROM catalog_files GROUP BY view, hive ORDER BY view",
-            [list(run_ids or ())],
-        ).fetchall()
-    except duckdb.CatalogException:
-        return
-    for view, hive, paths in rows:
-        if run_ids is None:
-            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
-        else:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {_view_select(view, paths, hive)}")
-
-
 def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
     """`_empty_<name>`: the contract's columns, empty. Unioned by name with the files, so
     shards written before a column existed read it as NULL and dependent views stay valid."""
@@ -545,15 +532,7 @@ def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[Path], hive: bool) -> None:
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS {_view_select(name, paths, hive)}")
-
-
-def _view_select(name: str, paths: Sequence[Path | str], hive: bool) -> str:
-    """A base view's SELECT: its files unioned by name with `_empty_<name>`, or that alone."""
-    if paths:
-        return files_select(path_list(paths), hive, f"_empty_{name}")
-    cols = ", CAST(NULL AS DATE) AS run_date" if hive else ""
-    return f"SELECT *{cols} FROM _empty_{name}"
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS {view_select(name, paths, hive)}")
 
 
 def views_sql() -> str:
