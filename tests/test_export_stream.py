@@ -178,3 +178,34 @@ def test_streamed_export_writes_what_the_in_memory_export_wrote(history, tmp_pat
     assert all(n <= 20 + per_run for _, n in batches)
     assert sum(n for _, n in batches) == res.counts["exported"]
     assert len(list((tmp_path / "small").rglob(".scratch"))) == 0
+
+
+def test_the_ledger_splits_more_records_than_its_own_memory_holds(tmp_path, monkeypatch):
+    """The split (every kept record's anchors numbered and joined at once) runs under the
+    `sql:` section's memory_limit, not the ledger's own, which at 64 MB failed from about a
+    million kept records: here a ledger of 16 MB splits 300,000 records over 200,000
+    passages, which fails under 16 MB."""
+    from pipeline.catalog import export_ledger
+    from pipeline.catalog.export_splits import Drops
+    from pipeline.core.config import SQLConfig
+
+    monkeypatch.setattr(export_ledger, "MEMORY_LIMIT", "16MB")
+    n, rng = 300_000, np.random.default_rng(3)
+    source, evidence = rng.integers(0, 200_000, n), rng.integers(0, 200_000, n)
+    rows = [
+        {"record_id": f"r{i:07d}", "run_id": f"night-{i % 365:03d}", "question": f"q{i}",
+         "verifier_v": 0.5, "source_passage_id": f"p{s:07d}", "evidence_passage_id": f"p{e:07d}"}
+        for i, s, e in zip(range(n), source, evidence, strict=True)
+    ]  # fmt: skip
+    for limit, fails in (("16MB", True), ("2GB", False)):
+        folder = tmp_path / limit
+        with export_ledger.Ledger(folder, "passage", SQLConfig(memory_limit=limit)) as ledger:
+            ledger.add(rows, Drops(), Drops())
+            if fails:
+                with pytest.raises(duckdb.OutOfMemoryException):
+                    ledger.split(0.1, seed=7)
+                continue
+            _, leaked = ledger.split(0.1, seed=7)
+            sizes = ledger.split_sizes()
+        assert not leaked and sizes["train"] + sizes["validation"] == n
+        assert 0 < sizes["validation"] < n

@@ -229,7 +229,7 @@ def export_curriculum(
     out.parent.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix=f".{out.name}.ledger-", dir=out.parent) as scratch,
-        Ledger(Path(scratch), split_by) as ledger,
+        Ledger(Path(scratch), split_by, limits) as ledger,
     ):
         sel = _select(catalog, where, run_ids, included, reviewed_only, limits, ledger)
         where = sel.where

@@ -37,8 +37,12 @@ from pipeline.catalog.export_splits import (
     question_key,
     split_hash,
 )
+from pipeline.core.config import SQLConfig
 
-# The scratch database's memory; beyond it DuckDB spills to the scratch folder.
+# The scratch database's memory while the export selects; beyond it DuckDB spills to the
+# scratch folder. The split (every kept record's anchors numbered and joined, at once) runs
+# under the `sql:` section's memory_limit instead: at 64 MB it failed from about a million
+# kept records (benchmarks/bench_history.py's year keeps 263k; a production year millions).
 MEMORY_LIMIT = "64MB"
 # Rows fetched from the scratch database at once (dropped.jsonl, the groups' keys).
 FETCH_ROWS = 20_000
@@ -57,13 +61,14 @@ OWN, VIEW = 0, 1
 class Ledger:
     """The scratch database of one export (`folder` is its own; `by`: the split's anchors)."""
 
-    def __init__(self, folder: Path, by: str) -> None:
+    def __init__(self, folder: Path, by: str, limits: SQLConfig | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.by = by
+        self.by, self.limits = by, limits or SQLConfig()
         self.con = duckdb.connect(str(folder / "ledger.duckdb"))
         spill = str(folder / "spill").replace("'", "''")
         self.con.execute(
             f"SET memory_limit = '{MEMORY_LIMIT}'; SET temp_directory = '{spill}'; "
+            f"SET max_temp_directory_size = '{self.limits.max_temp_size}'; "
             "SET threads = 2; SET preserve_insertion_order = false"
         )
         self.con.execute(_TABLES)
@@ -184,6 +189,14 @@ class Ledger:
         order); returns the split's summary and the passages both splits
         share (none, unless the grouping has a bug)."""
         check_fraction(validation_fraction)
+        con = self.con
+        con.execute(f"SET memory_limit = '{self.limits.memory_limit}'")
+        try:
+            return self._split(validation_fraction, seed)
+        finally:
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+
+    def _split(self, validation_fraction: float, seed: int) -> tuple[SplitResult, list[str]]:
         con = self.con
         con.execute(
             "CREATE TABLE numbered AS SELECT record_id, run_id, "
