@@ -490,22 +490,26 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
 
 
 def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
-    history, tmp_path, caplog
+    history, tmp_path, caplog, monkeypatch
 ):
     """The audits' per-run tables (run_results.*, pipeline/store/run_results.py) hold the rows
     of their views over every file after each change of the store, and a refresh computes only
     the runs whose inputs changed: none when nothing did; an old run whose record a new night
-    demotes (its files unchanged); a run a benchmark check flagged; a compacted run; and all
-    of them after the index was corrupted."""
+    demotes (its files unchanged); a run a benchmark check flagged; none for the quality file
+    of a run no longer in the catalog; a compacted run; all of them after the index was
+    corrupted; and the views over every file where the index cannot be written. Two runs a
+    batch, so a build takes two."""
     import datetime as dt
     import logging
 
     import pyarrow as pa
 
     from pipeline.core.io import write_parquet_atomic
+    from pipeline.store import run_results
     from pipeline.store.run_results import PATH, VIEWS
     from schemas.tables import schema_for
 
+    monkeypatch.setattr(run_results, "BATCH_RUNS", 2)
     store = copy_of(history, tmp_path / "out")
     first, last = run_name(0), run_name(NIGHTS - 1)
     every = {run_name(r) for r in range(NIGHTS)}
@@ -563,17 +567,25 @@ def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
     match = {"record_id": rid, "run_id": second, "benchmark": "nq", "item_id": "1",
              "method": "exact", "score": 1.0, "benchmark_question": "q",
              "checked_at": dt.datetime(2025, 2, 1, tzinfo=dt.UTC)}  # fmt: skip
+    matches = schema_for("benchmark_matches")
     write_parquet_atomic(
-        store.quality_path("benchmark_matches", second),
-        pa.Table.from_pylist([match], schema=schema_for("benchmark_matches")),
+        store.quality_path("benchmark_matches", second), pa.Table.from_pylist([match], matches)
     )
     computed, flagged = refreshed()
     assert computed == {second} and flagged[second] == demoted[second] - 1
+    gone = match | {"record_id": "gone", "run_id": "pruned"}  # a prune leaves quality files
+    write_parquet_atomic(
+        store.quality_path("benchmark_matches", "pruned"), pa.Table.from_pylist([gone], matches)
+    )
+    assert refreshed() == (set(), flagged)
 
     compact_run(store, first)
     assert refreshed() == ({first}, flagged)
     (store.root / PATH).write_bytes(b"not a DuckDB file\n" * 1000)
     assert refreshed() == (every, flagged)
+    (store.root / PATH).unlink()
+    (store.root / PATH).mkdir()  # cannot be an index: every run from every file
+    assert refreshed() == (set(), flagged)
 
 
 def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(history, tmp_path):

@@ -205,7 +205,10 @@ def test_the_ledger_splits_more_records_than_its_own_memory_holds(tmp_path, monk
                 with pytest.raises(duckdb.OutOfMemoryException):
                     ledger.split(0.1, seed=7)
                 continue
+            setting = "SELECT current_setting('memory_limit')"
+            before = ledger.con.execute(setting).fetchall()
             _, leaked = ledger.split(0.1, seed=7)
             sizes = ledger.split_sizes()
+            assert ledger.con.execute(setting).fetchall() == before  # the ledger's own again
         assert not leaked and sizes["train"] + sizes["validation"] == n
         assert 0 < sizes["validation"] < n

@@ -41,6 +41,9 @@ from schemas.tables import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
+# How an index knows an input of a run: (path, size, mtime_ns) of a file (file_identity).
+Identity = tuple[str, int, int]
+
 
 @dataclass(frozen=True)
 class RunIndex:
@@ -211,15 +214,11 @@ def _sync(
     compacted file is never rewritten under its name, but a hand edit (or a restore) is then
     read again rather than trusted."""
     alias = index.alias
-    want: dict[str, set[tuple[str, int, int]]] = {}
+    want: dict[str, set[Identity]] = {}
     for run_id, p in files:
         want.setdefault(run_id, set()).add(file_identity(p, root))
-    have: dict[str, set[tuple[str, int, int]]] = {}
-    sql = f"SELECT run_id, path, size, mtime_ns FROM {alias}.files"
-    for run_id, *known in con.execute(sql).fetchall():
-        have.setdefault(run_id, set()).add(tuple(known))
-    stale = [r for r in have if have[r] != want.get(r)]
-    new = [(r, *f) for r in want if want[r] != have.get(r) for f in sorted(want[r])]
+    stale, changed = changed_runs(con, alias, want)
+    new = [(r, *f) for r in changed for f in sorted(want[r])]
     if not stale and not new:
         return
     rows = "_new_rows" if index.over else "_new_files"
@@ -247,7 +246,21 @@ def _sync(
     log.info("%s index: %d runs dropped, %d files read", index.name, len(stale), len(new))
 
 
-def file_identity(path: Path, root: Path) -> tuple[str, int, int]:
+def changed_runs(
+    con: duckdb.DuckDBPyConnection, alias: str, want: Mapping[str, set[Identity]]
+) -> tuple[list[str], list[str]]:
+    """(the indexed runs whose inputs are not `want`'s, or that are gone: their rows go; the
+    runs of `want` not indexed as they are: their rows are computed), from the index's
+    `files` table (run_id, path, size, mtime_ns)."""
+    have: dict[str, set[Identity]] = {}
+    sql = f"SELECT run_id, path, size, mtime_ns FROM {alias}.files"
+    for run_id, *known in con.execute(sql).fetchall():
+        have.setdefault(run_id, set()).add(tuple(known))
+    stale = [r for r in have if have[r] != want.get(r)]
+    return stale, sorted(r for r in want if want[r] != have.get(r))
+
+
+def file_identity(path: Path, root: Path) -> Identity:
     """How an index knows a file: its path (relative to the store root where it is inside
     it, so a moved or hard-linked copy of the store keeps its index), size and mtime."""
     st = path.stat()
@@ -266,8 +279,10 @@ __all__ = [
     "DUPLICATE_KEYS",
     "EVIDENCE",
     "INDEXES",
+    "Identity",
     "RunIndex",
     "attach_index",
+    "changed_runs",
     "detach_index",
     "file_identity",
     "index_version",

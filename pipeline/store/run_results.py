@@ -18,19 +18,22 @@ the index cannot be written, the tables are the views over every file, as before
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from pipeline.store.run_index import (
+    Identity,
     attach_index,
+    changed_runs,
     detach_index,
     file_identity,
     index_version,
     transaction,
 )
+from pipeline.store.scoping import scope_to_runs, view_select
 
 log = logging.getLogger(__name__)
 
@@ -55,30 +58,33 @@ VIEWS = (
 )
 # The tables that span runs whose rows (each naming its run) a run's results depend on.
 SPANNING = ("record_duplicates", "question_duplicates")
+# The quality tables the checks write a file per run of, named after it (quality_path(table,
+# run)): a run's results read only its own. A benchmark_matches file named after a benchmark
+# (an older release's) may hold any run's rows: every run reads it. One named after neither
+# is a run no longer in the catalog (a prune leaves the quality files), whose rows no run
+# in it reads.
+PER_RUN_QUALITY = ("benchmark_matches", "question_minhash")
 # The view several of them read, computed once a batch (a temporary table of its name, which
 # the views read in its place as they read scoping's temporary views).
-SHARED = "record_verdicts"
+VERDICTS = "record_verdicts"
 # Runs computed per scope: a first build over a year of nights binds 32 nights at a time.
 BATCH_RUNS = 32
-
-Scope = Callable[[duckdb.DuckDBPyConnection, Sequence[str] | None], None]
 
 
 def materialise_run_results(
     con: duckdb.DuckDBPyConnection,
     root: Path | None,
     files: Mapping[str, Sequence[Path]],
+    quality: Mapping[str, Sequence[Path]],
     depends: Mapping[str, Any],
-    scope: Scope,
 ) -> None:
     """`run_results.<view>` for every view of VIEWS on `con` (a catalog being built, its
-    catalog_files written): from the index under `root`, synced first with `files` (each run
-    of the catalog, its own files) and the spanning tables; `depends` is what else the rows
-    depend on (views.sql's text). `scope` narrows the base views to some runs
-    (scoping.scope_to_runs)."""
+    catalog_files written): from the index under `root`, synced first. `files`: each run's
+    own files (its shards, its run record); `quality`: the files of PER_RUN_QUALITY tables;
+    `depends`: what else the rows depend on (views.sql's text)."""
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     source = "main"
-    if root is not None and _synced(con, root, files, depends, scope):
+    if root is not None and _synced(con, root, _inputs(con, files, quality), depends):
         source = ALIAS
     try:
         for view in VIEWS:
@@ -88,32 +94,54 @@ def materialise_run_results(
             detach_index(con, ALIAS)
 
 
+def _inputs(
+    con: duckdb.DuckDBPyConnection,
+    files: Mapping[str, Sequence[Path]],
+    quality: Mapping[str, Sequence[Path]],
+) -> dict[str, dict[str, list[Path]]]:
+    """Each run's inputs by table ("" for its own files): what it is known by, and what a
+    batch's quality views read."""
+    sql = "SELECT DISTINCT benchmark FROM benchmark_checks"
+    benchmarks = {b for (b,) in con.execute(sql).fetchall()}
+    shared = [p for p in quality.get("benchmark_matches", ()) if p.stem in benchmarks]
+    inputs = {run: {"": list(own), "benchmark_matches": list(shared)} for run, own in files.items()}
+    for table in PER_RUN_QUALITY:
+        for p in quality.get(table, ()):
+            if p.stem in inputs and p not in shared:
+                inputs[p.stem].setdefault(table, []).append(p)
+    return inputs
+
+
 def _synced(
     con: duckdb.DuckDBPyConnection,
     root: Path,
-    files: Mapping[str, Sequence[Path]],
+    inputs: Mapping[str, Mapping[str, list[Path]]],
     depends: Mapping[str, Any],
-    scope: Scope,
 ) -> bool:
-    """Attach the index and sync it; False (logged, detached) where it cannot be written."""
+    """Attach the index and sync it; False (logged, unscoped, detached) where it cannot be
+    written or a batch fails: the caller then computes every run from every file."""
     path = root / PATH
     try:
         empty = {view: f"SELECT * FROM {view}" for view in VIEWS}
         attach_index(con, path, ALIAS, index_version({**depends, "tables": VIEWS}), empty)
-        _sync(con, root, files, scope)
+        _sync(con, root, inputs)
     except (OSError, duckdb.Error) as exc:
         log.warning("run results index %s not used (%s): computing every run", path, exc)
+        _unscope(con)
         detach_index(con, ALIAS)
         return False
     return True
 
 
 def _identities(
-    con: duckdb.DuckDBPyConnection, root: Path, files: Mapping[str, Sequence[Path]]
-) -> dict[str, set[tuple[str, int, int]]]:
+    con: duckdb.DuckDBPyConnection, root: Path, inputs: Mapping[str, Mapping[str, list[Path]]]
+) -> dict[str, set[Identity]]:
     """Each run's inputs as the index knows them: (path, size, mtime) of each of its files,
     and a (table#digest, 0, 0) for its rows of each spanning table."""
-    want = {run: {file_identity(p, root) for p in paths} for run, paths in files.items()}
+    want = {
+        run: {file_identity(p, root) for paths in tables.values() for p in paths}
+        for run, tables in inputs.items()
+    }
     for table in SPANNING:
         rows = con.execute(
             f"SELECT run_id, md5(string_agg(t::VARCHAR, '|' ORDER BY t::VARCHAR)) "
@@ -126,37 +154,29 @@ def _identities(
 
 
 def _sync(
-    con: duckdb.DuckDBPyConnection, root: Path, files: Mapping[str, Sequence[Path]], scope: Scope
+    con: duckdb.DuckDBPyConnection, root: Path, inputs: Mapping[str, Mapping[str, list[Path]]]
 ) -> None:
     """Drop the rows of runs whose inputs are not those indexed (or that are gone), then
     compute the others' a batch of runs at a time, each batch in its own transaction (a kill
     keeps the batches committed; the next refresh computes the rest)."""
-    want = _identities(con, root, files)
-    have: dict[str, set[tuple[str, int, int]]] = {}
-    sql = f"SELECT run_id, path, size, mtime_ns FROM {ALIAS}.files"
-    for run, *known in con.execute(sql).fetchall():
-        have.setdefault(run, set()).add(tuple(known))
-    stale = [r for r in have if have[r] != want.get(r)]
-    new = sorted(r for r in want if want[r] != have.get(r))
+    want = _identities(con, root, inputs)
+    stale, new = changed_runs(con, ALIAS, want)
     if stale:
         with transaction(con):
             for table in (*VIEWS, "files"):
                 con.execute(f"DELETE FROM {ALIAS}.{table} WHERE list_contains(?, run_id)", [stale])
     for batch in _batches(new):
-        scope(con, batch)  # temporary views, outside the index's transaction
-        # the batch's verdicts once, for the funnel and the three summaries that read them
-        con.execute(f"CREATE TEMP TABLE {SHARED} AS SELECT * FROM main.{SHARED}")
         try:
+            _scope(con, batch, inputs)  # temporary objects, outside the index's transaction
             with transaction(con):
                 for view in VIEWS:
-                    con.execute(f"INSERT INTO {ALIAS}.{view} SELECT * FROM {view}")
+                    con.execute(f"INSERT INTO {ALIAS}.{view} BY NAME SELECT * FROM {view}")
                 con.executemany(
                     f"INSERT INTO {ALIAS}.files VALUES (?, ?, ?, ?)",
                     [(r, *f) for r in batch for f in sorted(want[r])],
                 )
         finally:
-            con.execute(f"DROP TABLE temp.{SHARED}")
-            scope(con, None)
+            _unscope(con)
     if stale or new:
         log.info(
             "run results index: %d runs dropped, %d computed",
@@ -164,6 +184,27 @@ def _sync(
             len(new),
             extra={"computed": new},
         )
+
+
+def _scope(
+    con: duckdb.DuckDBPyConnection,
+    batch: list[str],
+    inputs: Mapping[str, Mapping[str, list[Path]]],
+) -> None:
+    """The base views over the batch's files (scope_to_runs), its quality files only, and its
+    verdicts computed once."""
+    scope_to_runs(con, batch)
+    for table in PER_RUN_QUALITY:
+        paths = sorted({p for run in batch for p in inputs[run].get(table, ())})
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS {view_select(table, paths, False)}")
+    con.execute(f"CREATE TEMP TABLE {VERDICTS} AS SELECT * FROM main.{VERDICTS}")
+
+
+def _unscope(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"DROP TABLE IF EXISTS temp.{VERDICTS}")
+    for table in PER_RUN_QUALITY:
+        con.execute(f"DROP VIEW IF EXISTS temp.{table}")
+    scope_to_runs(con, None)
 
 
 def _batches(runs: list[str]) -> Iterator[list[str]]:

@@ -480,18 +480,10 @@ def build_catalog(
     con.register("_files_arrow", pa.Table.from_pylist(files_of, schema=schema))
     con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
     con.unregister("_files_arrow")
-    # What each run's per-run results are computed from: its own files and the quality files
-    # the checks name after it; one named otherwise (after a benchmark, by an older
-    # version) may hold any run's rows, so every run depends on it.
-    own: dict[str, set[Path]] = {}
+    own: dict[str, list[Path]] = {}  # each run's own files: its per-run results' inputs
     for f in files_of:
-        own.setdefault(f["run_id"], set()).add(Path(f["path"]))
-    quality = [p for t in ("benchmark_matches", "question_minhash") for p in artifacts[t]]
-    shared = [p for p in quality if p.stem not in own]
-    for p in quality:
-        own.get(p.stem, set()).add(p)
-    runs_in = {run: [*paths, *shared] for run, paths in own.items()}
-    materialise_run_results(con, index_root, runs_in, {"views": sql}, scope_to_runs)
+        own.setdefault(f["run_id"], []).append(Path(f["path"]))
+    materialise_run_results(con, index_root, own, artifacts, {"views": sql})
 
 
 def _materialise(
