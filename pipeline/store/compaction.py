@@ -165,7 +165,7 @@ def _derived(
     listing = [Listed(run_id, f.table, store.root / f.path, True, f.rows) for f in folded]
     out = []
     with duckdb.connect() as con:
-        build_catalog(con, listing, [], {})
+        build_catalog(con, listing, [], {}, materialise=False)
         for table, sources in DERIVED_FROM.items():
             if tables is not None and table not in tables:
                 continue

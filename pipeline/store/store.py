@@ -420,6 +420,7 @@ def build_catalog(
     runs: list[Path],
     artifacts: dict[str, list[Path]],
     index_root: Path | None = None,
+    materialise: bool = True,
 ) -> None:
     """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
     no files gets an empty view with the contract's columns), then views.sql. A derived table
@@ -431,8 +432,9 @@ def build_catalog(
     nights), and a view's columns are its first file's (the refresh checked every file
     against the contract, and `union_by_name` is off). The base views then list every file,
     and the tables views.sql materialises are computed over them (the duplicate ranking, the
-    evidence check), from the store's run indexes under `index_root` (a store's root) where
-    one is given."""
+    evidence check, the audits' per-run results), from the store's run indexes under
+    `index_root` (a store's root) where one is given; not at all without `materialise` (a
+    compaction's catalog of one run, which only runs views.sql's macros)."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
@@ -468,6 +470,8 @@ def build_catalog(
                 "UNION ALL BY NAME SELECT * FROM _kg_rejects"
             )
             con.execute(sql)
+    if not materialise:
+        return
     _materialise(con, listing, artifacts["passages"], sql, index_root)
     # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs),
     # with their rows as the manifests say (a run record is one row).
