@@ -137,6 +137,25 @@ def answers(store: Store, out: Path) -> dict:
     return got
 
 
+def ask_again(store: Store, picked: str, params: list) -> list[dict]:
+    """The last night asks the records `picked` (a SELECT of record ids) again, under new ids
+    ("again0", ...) with V = 1, so that the earlier ones lose to them; the records picked."""
+    from schemas.tables import schema_for
+
+    last = run_name(NIGHTS - 1)
+    with connect_readonly(store.catalog_path) as con:
+        ((last_date,),) = con.execute(
+            "SELECT run_date FROM runs WHERE run_id = ?", [last]
+        ).fetchall()
+        cols = ", ".join(f.name for f in schema_for("curriculum"))
+        sql = f"SELECT {cols} FROM curriculum WHERE record_id IN ({picked})"
+        rows = con.sql(sql, params=params).to_arrow_table().to_pylist()
+    again = [r | {"record_id": f"again{i}", "run_id": last, "verifier_v": 1.0}
+             for i, r in enumerate(rows)]  # fmt: skip
+    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", again)])
+    return rows
+
+
 def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(history, tmp_path):
     store = copy_of(history, tmp_path / "out")
     before = answers(store, tmp_path / "before")
@@ -362,23 +381,15 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
 
     from pipeline.catalog.report_data import collect_run_data
     from pipeline.store.store import scope_to_runs
-    from schemas.tables import schema_for
 
     store = copy_of(history, tmp_path / "out")
-    last = run_name(NIGHTS - 1)
-    with connect_readonly(store.catalog_path) as con:  # an accepted record of the first night
-        ((rid,),) = con.execute(
-            "SELECT record_id FROM accepted WHERE run_id = ? ORDER BY record_id LIMIT 1",
-            [run_name(0)],
-        ).fetchall()
-        ((last_date,),) = con.execute(
-            "SELECT run_date FROM runs WHERE run_id = ?", [last]
-        ).fetchall()
-        cols = ", ".join(f.name for f in schema_for("curriculum"))
-        row = con.table("curriculum").filter(f"record_id = '{rid}'").select(cols).to_arrow_table()
-    # the last night asks it again, with a higher V: the first night's record loses
-    copy = row.to_pylist()[0] | {"record_id": "again0", "run_id": last, "verifier_v": 1.0}
-    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", [copy])])
+    # the last night asks an accepted record of the first night again: that record loses
+    [picked] = ask_again(
+        store,
+        "SELECT record_id FROM accepted WHERE run_id = ? ORDER BY record_id LIMIT 1",
+        [run_name(0)],
+    )
+    rid = picked["record_id"]
     if compacted:
         compact_run(store, run_name(0))  # one run compacted, the others live: both kinds
     store.refresh_catalog(artifacts(store.root))
@@ -425,26 +436,15 @@ def test_the_duplicate_index_ranks_as_every_file_does_and_follows_the_store(hist
 
     from pipeline.core.io import sha256_file
     from pipeline.store.run_index import DUPLICATE_KEYS
-    from schemas.tables import schema_for
 
     store = copy_of(history, tmp_path / "out")
     index, last = store.root / DUPLICATE_KEYS.path, run_name(NIGHTS - 1)
-    with connect_readonly(store.catalog_path) as con:  # two accepted records of each night
-        ((last_date,),) = con.execute(
-            "SELECT run_date FROM runs WHERE run_id = ?", [last]
-        ).fetchall()
-        cols = ", ".join(f.name for f in schema_for("curriculum"))
-        picked = con.sql(
-            f"SELECT {cols} FROM curriculum WHERE record_id IN (SELECT record_id FROM accepted "
-            "WHERE run_id <> ? QUALIFY row_number() OVER (PARTITION BY run_id "
-            "ORDER BY record_id) <= 2)",
-            params=[last],
-        )
-        rows = picked.to_arrow_table().to_pylist()
-    # the last night asks them again with a higher V: the earlier ones lose
-    again = [r | {"record_id": f"again{i}", "run_id": last, "verifier_v": 1.0}
-             for i, r in enumerate(rows)]  # fmt: skip
-    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", again)])
+    rows = ask_again(  # two accepted records of each earlier night
+        store,
+        "SELECT record_id FROM accepted WHERE run_id <> ? QUALIFY row_number() OVER "
+        "(PARTITION BY run_id ORDER BY record_id) <= 2",
+        [last],
+    )
     for r in range(NIGHTS - 1):
         compact_run(store, run_name(r))
 
@@ -534,24 +534,10 @@ def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
     assert computed == every
     assert refreshed() == (set(), funnel)  # nothing changed: nothing computed
 
-    # the last night asks two of the first night's accepted questions again, with a higher V
-    with connect_readonly(store.catalog_path) as con:
-        ((last_date,),) = con.execute(
-            "SELECT run_date FROM runs WHERE run_id = ?", [last]
-        ).fetchall()
-        cols = ", ".join(f.name for f in schema_for("curriculum"))
-        rows = (
-            con.sql(
-                f"SELECT {cols} FROM curriculum WHERE record_id IN (SELECT record_id FROM accepted "
-                "WHERE run_id = ? ORDER BY record_id LIMIT 2)",
-                params=[first],
-            )
-            .to_arrow_table()
-            .to_pylist()
-        )
-    again = [r | {"record_id": f"again{i}", "run_id": last, "verifier_v": 1.0}
-             for i, r in enumerate(rows)]  # fmt: skip
-    store.commit(last, "again", [store.write_shard("curriculum", last, last_date, "again", again)])
+    # the last night asks two of the first night's accepted questions again
+    ask_again(
+        store, "SELECT record_id FROM accepted WHERE run_id = ? ORDER BY record_id LIMIT 2", [first]
+    )
     computed, demoted = refreshed()
     assert computed == {first, last}
     assert demoted[first] == funnel[first] - 2 and demoted[last] == funnel[last] + 2

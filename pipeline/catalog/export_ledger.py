@@ -189,12 +189,11 @@ class Ledger:
         order); returns the split's summary and the passages both splits
         share (none, unless the grouping has a bug)."""
         check_fraction(validation_fraction)
-        con = self.con
-        con.execute(f"SET memory_limit = '{self.limits.memory_limit}'")
+        self.con.execute(f"SET memory_limit = '{self.limits.memory_limit}'")
         try:
             return self._split(validation_fraction, seed)
         finally:
-            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
 
     def _split(self, validation_fraction: float, seed: int) -> tuple[SplitResult, list[str]]:
         con = self.con

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,8 +234,7 @@ def _sync(
             )
     try:
         with transaction(con):
-            for table in (*(t for t, _ in index.tables), "files"):
-                con.execute(f"DELETE FROM {alias}.{table} WHERE list_contains(?, run_id)", [stale])
+            drop_runs(con, alias, [t for t, _ in index.tables], stale)
             if new:
                 for table, macro in index.tables:
                     con.execute(f"INSERT INTO {alias}.{table} SELECT * FROM {macro}('{rows}')")
@@ -258,6 +257,15 @@ def changed_runs(
         have.setdefault(run_id, set()).add(tuple(known))
     stale = [r for r in have if have[r] != want.get(r)]
     return stale, sorted(r for r in want if want[r] != have.get(r))
+
+
+def drop_runs(
+    con: duckdb.DuckDBPyConnection, alias: str, tables: Iterable[str], runs: list[str]
+) -> None:
+    """Delete `runs`' rows from the index's `tables` and its `files` (inside the caller's
+    transaction)."""
+    for table in (*tables, "files"):
+        con.execute(f"DELETE FROM {alias}.{table} WHERE list_contains(?, run_id)", [runs])
 
 
 def file_identity(path: Path, root: Path) -> Identity:
@@ -284,6 +292,7 @@ __all__ = [
     "attach_index",
     "changed_runs",
     "detach_index",
+    "drop_runs",
     "file_identity",
     "index_version",
     "indexed",

@@ -29,6 +29,7 @@ from pipeline.store.run_index import (
     attach_index,
     changed_runs,
     detach_index,
+    drop_runs,
     file_identity,
     index_version,
     transaction,
@@ -163,8 +164,7 @@ def _sync(
     stale, new = changed_runs(con, ALIAS, want)
     if stale:
         with transaction(con):
-            for table in (*VIEWS, "files"):
-                con.execute(f"DELETE FROM {ALIAS}.{table} WHERE list_contains(?, run_id)", [stale])
+            drop_runs(con, ALIAS, VIEWS, stale)
     for batch in _batches(new):
         try:
             _scope(con, batch, inputs)  # temporary objects, outside the index's transaction

@@ -485,8 +485,8 @@ def build_catalog(
     con.execute("CREATE OR REPLACE TABLE catalog_files AS SELECT * FROM _files_arrow")
     con.unregister("_files_arrow")
     own: dict[str, list[Path]] = {}  # each run's own files: its per-run results' inputs
-    for f in files_of:
-        own.setdefault(f["run_id"], []).append(Path(f["path"]))
+    for path, (run_id, _) in run_of.items():
+        own.setdefault(run_id, []).append(path)
     materialise_run_results(con, index_root, own, artifacts, {"views": sql})
 
 
