@@ -1,6 +1,7 @@
 """The whole-in-memory export the streaming one is checked against: the export's pure rules
 (pipeline/catalog/export_splits.py) composed over a list of row dicts, as the export applied
-them before it kept its per-record state in a ledger (export_ledger). Tests only."""
+them before it kept its per-record state in a ledger (export_ledger), and the split's
+grouping as the export computed it then, in numpy (the ledger's is SQL). Tests only."""
 
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ from pipeline.catalog.export_splits import (
     Dropped,
     Drops,
     SplitResult,
-    anchor_groups,
-    anchors_in_both,
     anchors_of,
     check_fraction,
     dedupe_by,
     drop_rows,
-    group_sides,
+    forced_move,
     near_duplicate_key,
     question_key,
     split_hash,
@@ -142,3 +141,54 @@ def anchor_edges(
     edge_row = np.array([i for i, keys in enumerate(anchors) for _ in keys], np.int64)
     edge_anchor = np.array([code[k] for keys in anchors for k in keys], np.int64)
     return names, edge_row, edge_anchor
+
+
+def anchor_groups(rows: int, edge_row: np.ndarray, edge_anchor: np.ndarray) -> np.ndarray:
+    """Per row, its group: the smallest anchor code among the rows that share an anchor with
+    it, transitively (every row has an anchor). Codes number the anchors in sorted order: the
+    smallest code, the smallest anchor. Label propagation with pointer jumping over the
+    rows-anchors edges."""
+    label = np.arange(int(edge_anchor.max()) + 1 if len(edge_anchor) else 0, dtype=np.int64)
+    while True:
+        row_label = np.full(rows, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(row_label, edge_row, label[edge_anchor])
+        new = label.copy()
+        np.minimum.at(new, edge_anchor, row_label[edge_row])
+        new = new[new]  # a label is an anchor of the same group: jump to its label
+        if np.array_equal(new, label):
+            return row_label
+        label = new
+
+
+def group_sides(
+    draws: np.ndarray, validation_fraction: float, key_of: Any
+) -> tuple[np.ndarray, dict[str, int], str | None]:
+    """Which groups go to validation (their hash < fraction, then `forced_move`), given their
+    draws in group key order (`key_of(i)`: the i-th key); the mask, the groups per split and
+    why a group was moved."""
+    val = draws < validation_fraction
+    forced = None
+    if len(draws):  # the largest (draw, key), the smallest
+        big, small = len(draws) - 1 - int(np.argmax(draws[::-1])), int(np.argmin(draws))
+        n_val = int(val.sum())
+        moved, forced = forced_move(
+            len(draws), n_val, validation_fraction, key_of(big), key_of(small)
+        )
+        if moved is not None:
+            k = big if moved == key_of(big) else small
+            val[k] = not val[k]
+    n = int(val.sum())
+    return val, {"train": len(draws) - n, "validation": n}, forced
+
+
+def anchors_in_both(
+    validation: np.ndarray, edge_row: np.ndarray, edge_anchor: np.ndarray
+) -> np.ndarray:
+    """Codes of the anchors that rows of both splits have (`validation`: per row); none for a
+    correct split."""
+    size = int(edge_anchor.max()) + 1 if len(edge_anchor) else 0
+    on = validation[edge_row]
+    seen = np.zeros((2, size), bool)
+    seen[0, edge_anchor[~on]] = True
+    seen[1, edge_anchor[on]] = True
+    return np.flatnonzero(seen[0] & seen[1])

@@ -180,35 +180,46 @@ def test_streamed_export_writes_what_the_in_memory_export_wrote(history, tmp_pat
     assert len(list((tmp_path / "small").rglob(".scratch"))) == 0
 
 
-def test_the_ledger_splits_more_records_than_its_own_memory_holds(tmp_path, monkeypatch):
-    """The split (every kept record's anchors numbered and joined at once) runs under the
-    `sql:` section's memory_limit, not the ledger's own, which at 64 MB failed from about a
-    million kept records: here a ledger of 16 MB splits 300,000 records over 200,000
-    passages, which fails under 16 MB."""
+def test_the_ledger_splits_under_its_memory_limit_as_the_reference_does(tmp_path, monkeypatch):
+    """The split finds its groups in SQL, under the ledger's memory limit, spilling past it,
+    and splits again under the sql: section's memory_limit when that is too little: here
+    100,000 records over 70,000 passages (one giant group and a few hundred small ones, so
+    the labels take many steps to settle), for which 16 MB is too little, split under 24 MB
+    (the fallback's 16 MB could not have) and, past a 16 MB ledger, under 2 GB, each time
+    exactly as the in-memory reference splits them: each record's side, the groups, the
+    positions in record_id order."""
     from pipeline.catalog import export_ledger
     from pipeline.catalog.export_splits import Drops
     from pipeline.core.config import SQLConfig
 
-    monkeypatch.setattr(export_ledger, "MEMORY_LIMIT", "16MB")
-    n, rng = 300_000, np.random.default_rng(3)
-    source, evidence = rng.integers(0, 200_000, n), rng.integers(0, 200_000, n)
+    n, rng = 100_000, np.random.default_rng(3)
+    source, evidence = rng.integers(0, 70_000, n), rng.integers(0, 70_000, n)
     rows = [
         {"record_id": f"r{i:07d}", "run_id": f"night-{i % 365:03d}", "question": f"q{i}",
          "verifier_v": 0.5, "source_passage_id": f"p{s:07d}", "evidence_passage_id": f"p{e:07d}"}
         for i, s, e in zip(range(n), source, evidence, strict=True)
     ]  # fmt: skip
-    for limit, fails in (("16MB", True), ("2GB", False)):
-        folder = tmp_path / limit
-        with export_ledger.Ledger(folder, "passage", SQLConfig(memory_limit=limit)) as ledger:
-            ledger.add(rows, Drops(), Drops())
-            if fails:
+    expected = assign_splits(rows, 0.1, "passage", seed=7)
+    runs = sorted({r["run_id"] for r in rows})
+    with export_ledger.Ledger(tmp_path, "passage") as ledger:
+        ledger.add(rows, Drops(), Drops())
+        for own, fallback in (("16MB", "16MB"), ("24MB", "16MB"), ("16MB", "2GB")):
+            monkeypatch.setattr(export_ledger, "MEMORY_LIMIT", own)
+            ledger.limits = SQLConfig(memory_limit=fallback)
+            ledger.reopen()
+            setting = "SELECT current_setting('memory_limit')"
+            own_limit = ledger.con.execute(setting).fetchall()
+            if fallback == own:
                 with pytest.raises(duckdb.OutOfMemoryException):
                     ledger.split(0.1, seed=7)
                 continue
-            setting = "SELECT current_setting('memory_limit')"
-            before = ledger.con.execute(setting).fetchall()
-            _, leaked = ledger.split(0.1, seed=7)
-            sizes = ledger.split_sizes()
-            assert ledger.con.execute(setting).fetchall() == before  # the ledger's own again
-        assert not leaked and sizes["train"] + sizes["validation"] == n
-        assert 0 < sizes["validation"] < n
+            split, leaked = ledger.split(0.1, seed=7)
+            assert ledger.con.execute(setting).fetchall() == own_limit  # the ledger's again
+            placed = ledger.placement(runs)
+            assert not leaked
+            assert (split.groups, split.forced) == (expected.groups, expected.forced)
+            sides = [placed[r["record_id"]][0] for r in rows]
+            assert sides == expected.splits and 0 < sides.count("validation") < n
+            for side in SPLITS:  # positions 0.. in record_id order
+                ids = [r["record_id"] for r, s in zip(rows, sides, strict=True) if s == side]
+                assert [placed[i][1] for i in ids] == list(range(len(ids)))

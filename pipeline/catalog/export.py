@@ -7,8 +7,10 @@ questions are deduplicated by the project's Norm, and train/validation are split
 passage groups so no passage a model trains on shows up in validation. `manifest.json` says
 what went in.
 
-Dedupe and split are pure functions over plain row dicts so they can be tested on hand-made
-rows; only `select_records` and `write_export` touch the catalog and the disk.
+The rules (the drops, the dedupe's winner, the split's hash and forced move) are pure functions
+over plain row dicts, tested on hand-made rows (export_splits); the per-record state they run
+over, the dedupe's and the split's groups included, lives in a scratch DuckDB ledger
+(export_ledger), and only the selection, the ledger and the writers touch the disk.
 """
 
 from __future__ import annotations

@@ -3,22 +3,25 @@
 goes (split, position), in a scratch DuckDB database under the export's scratch folder.
 
 A year of nights selects 263k records and the view rejects 360k more: as Python objects that
-was 100 MB per 100 nights. Here the export holds one batch of runs in Python at a time, plus
-a few numpy columns over the kept records for the split. The rules stay in export_splits and
-run here unchanged: SQL only stores, groups (the dedupe's groups of two or more records, which
-`dedupe_by` then decides) and orders (dropped.jsonl's order: Drops' categories, within one the
-export's own drops first, then the view's, each by record_id; a custom gate's by reason).
+was 100 MB per 100 nights. Here the export holds one batch of runs in Python at a time, and
+the split's groups are found in SQL too (label propagation over numbered records and
+anchors), so what a whole history needs past the memory limit spills to the scratch folder.
+The rules stay in export_splits and run here unchanged: SQL stores, groups (the dedupe's
+groups of two or more records, which `dedupe_by` then decides; the split's groups, which
+`split_hash` and `forced_move` then place) and orders (dropped.jsonl's order: Drops'
+categories, within one the export's own drops first, then the view's, each by record_id; a
+custom gate's by reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from pipeline.catalog.export_splits import (
@@ -26,24 +29,26 @@ from pipeline.catalog.export_splits import (
     SPLITS,
     Drops,
     SplitResult,
-    anchor_groups,
-    anchors_in_both,
     anchors_of,
     check_fraction,
     dedupe_by,
     drop_counts,
-    group_sides,
+    forced_move,
     near_duplicate_key,
     question_key,
     split_hash,
 )
 from pipeline.core.config import SQLConfig
+from pipeline.core.errors import first_line
 
-# The scratch database's memory while the export selects; beyond it DuckDB spills to the
-# scratch folder. The split (every kept record's anchors numbered and joined, at once) runs
-# under the `sql:` section's memory_limit instead: at 64 MB it failed from about a million
-# kept records (benchmarks/bench_history.py's year keeps 263k; a production year millions).
+log = logging.getLogger(__name__)
+
+# The scratch database's memory; beyond it DuckDB spills to the scratch folder (up to the
+# `sql:` section's max_temp_size). One thread: each thread's hash tables take their own share
+# of the limit, and with two the split of a million kept records failed at 64 MB; with one
+# it spills (benchmarks/bench_history.py's year keeps 263k; a production year millions).
 MEMORY_LIMIT = "64MB"
+THREADS = 1
 # Rows fetched from the scratch database at once (dropped.jsonl, the groups' keys).
 FETCH_ROWS = 20_000
 
@@ -54,6 +59,34 @@ CREATE TABLE anchors (record_id VARCHAR, anchor VARCHAR);
 CREATE TABLE drops (rank INTEGER, src INTEGER, reason VARCHAR, record_id VARCHAR,
     kept_record_id VARCHAR, detail VARCHAR);
 """
+# The split's graph: the kept records and their anchors numbered (a join of integers needs a
+# fraction of a join of strings' memory), the edges between them, each anchor its own label.
+_GRAPH = """
+CREATE TABLE numbered AS SELECT record_id, run_id, row_number() OVER () AS r FROM kept;
+CREATE TABLE codes AS SELECT anchor, row_number() OVER () AS code FROM
+    (SELECT DISTINCT anchor FROM anchors WHERE record_id IN (SELECT record_id FROM kept));
+CREATE TABLE edges AS SELECT n.r, c.code, starts_with(c.anchor, 'passage:') AS passage
+    FROM anchors a JOIN numbered n USING (record_id) JOIN codes c USING (anchor);
+CREATE TABLE label AS SELECT code, code AS lab FROM codes;
+"""
+# One step: each record takes its anchors' smallest label, each anchor its records' smallest;
+# a label is an anchor of the same group, so each anchor then takes its label's label.
+_PROPAGATE = """
+CREATE OR REPLACE TABLE row_label AS
+    SELECT e.r, min(l.lab) AS lab FROM edges e JOIN label l USING (code) GROUP BY e.r;
+CREATE OR REPLACE TABLE step AS
+    SELECT e.code, min(r.lab) AS lab FROM edges e JOIN row_label r USING (r) GROUP BY e.code;
+CREATE OR REPLACE TABLE jumped AS SELECT s.code, t.lab FROM step s JOIN step t ON t.code = s.lab;
+"""
+# Each kept record's split and position in it (record_id order).
+_PLACE = """
+CREATE TABLE placed AS SELECT n.record_id, n.run_id, n.r, s.validation,
+    row_number() OVER (PARTITION BY s.validation ORDER BY n.record_id) - 1 AS pos
+    FROM numbered n JOIN row_label l USING (r) JOIN sides s USING (lab);
+"""
+# What the split writes: its working tables, then `placed`, what it leaves.
+SPLIT_TABLES = ("numbered", "codes", "edges", "label", "row_label", "step", "jumped", "groups",
+                "drawn", "sides", "placed")  # fmt: skip
 # Where a drop comes from, in dropped.jsonl's order within a category.
 OWN, VIEW = 0, 1
 
@@ -63,15 +96,26 @@ class Ledger:
 
     def __init__(self, folder: Path, by: str, limits: SQLConfig | None = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.by, self.limits = by, limits or SQLConfig()
-        self.con = duckdb.connect(str(folder / "ledger.duckdb"))
-        spill = str(folder / "spill").replace("'", "''")
-        self.con.execute(
+        self.by, self.limits, self.folder = by, limits or SQLConfig(), folder
+        self.con = self._connect()
+        self.con.execute(_TABLES)
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(self.folder / "ledger.duckdb"))
+        spill = str(self.folder / "spill").replace("'", "''")
+        con.execute(
             f"SET memory_limit = '{MEMORY_LIMIT}'; SET temp_directory = '{spill}'; "
             f"SET max_temp_directory_size = '{self.limits.max_temp_size}'; "
-            "SET threads = 2; SET preserve_insertion_order = false"
+            f"SET threads = {THREADS}; SET preserve_insertion_order = false"
         )
-        self.con.execute(_TABLES)
+        return con
+
+    def reopen(self) -> None:
+        """Close and open the database again: what DuckDB caches of its tables and keeps for
+        each query a connection ran goes (a year of nights' batches on one connection held
+        50 MB more than one batch), what was written stays."""
+        self.con.close()
+        self.con = self._connect()
 
     def __enter__(self) -> Ledger:
         return self
@@ -89,7 +133,9 @@ class Ledger:
     # ---- the selection, a batch at a time --------------------------------------------------
 
     def add(self, kept: Sequence[Any], own: Drops, view: Drops) -> None:
-        """A batch's rows left by the per-row drops, and its drops (the export's, the view's)."""
+        """A batch's rows left by the per-row drops, and its drops (the export's, the view's),
+        on a fresh connection (`reopen`)."""
+        self.reopen()
         self.add_drops(own, OWN)
         self.add_drops(view, VIEW)
         if not kept:
@@ -184,72 +230,90 @@ class Ledger:
     # ---- the split -------------------------------------------------------------------------
 
     def split(self, validation_fraction: float, seed: int) -> tuple[SplitResult, list[str]]:
-        """Split the kept records by whole groups (export_splits: `anchor_groups`,
-        `split_hash`, `group_sides`) and record each one's split and position (record_id
-        order); returns the split's summary and the passages both splits
-        share (none, unless the grouping has a bug)."""
+        """Split the kept records by whole groups and record each one's split and position
+        (record_id order); returns the split's summary and the passages both splits share
+        (none, unless the grouping has a bug). Again: the previous split is replaced.
+
+        A group is the records that share an anchor (`anchors_of`), transitively, keyed by
+        its smallest anchor; it goes to validation when `split_hash(key, seed)` is below the
+        fraction, then `forced_move` keeps both splits non-empty.
+
+        Under the ledger's memory limit, spilling past it. DuckDB's joins still need a
+        working set that grows slowly with the graph (a million records over 667k passages
+        split in 64 MB; 100k need more than 16 MB), so a split that does not fit is done
+        again under the `sql:` section's memory_limit rather than failing the export."""
         check_fraction(validation_fraction)
+        try:
+            return self._split(validation_fraction, seed)
+        except duckdb.OutOfMemoryException as exc:
+            log.warning(
+                "the split of %d kept records needs more than %s (%s); splitting again "
+                "under sql.memory_limit %s",
+                self.kept_count(), MEMORY_LIMIT, first_line(exc), self.limits.memory_limit,
+            )  # fmt: skip
+        self.reopen()
         self.con.execute(f"SET memory_limit = '{self.limits.memory_limit}'")
         try:
             return self._split(validation_fraction, seed)
         finally:
-            self.con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            self.reopen()  # the ledger's own limit again
 
     def _split(self, validation_fraction: float, seed: int) -> tuple[SplitResult, list[str]]:
         con = self.con
+        self._drop(SPLIT_TABLES)
+        con.execute(_GRAPH)
+        while True:  # label propagation with pointer jumping, to the group's smallest code
+            con.execute(_PROPAGATE)
+            ((changed,),) = con.execute(
+                "SELECT count(*) FROM jumped j JOIN label l USING (code) WHERE j.lab <> l.lab"
+            ).fetchall()
+            con.execute("DROP TABLE label; ALTER TABLE jumped RENAME TO label")
+            if not changed:  # so row_label is the last label's
+                break
         con.execute(
-            "CREATE TABLE numbered AS SELECT record_id, run_id, "
-            "row_number() OVER (ORDER BY record_id) - 1 AS i FROM kept"
+            "CREATE TABLE groups AS SELECT l.lab, min(c.anchor) AS key "
+            "FROM label l JOIN codes c USING (code) GROUP BY l.lab"
         )
+        con.execute("CREATE TABLE drawn (lab BIGINT, key VARCHAR, draw DOUBLE)")
+        with con.cursor() as reader:  # the groups read while their draws are written
+            for batch in reader.sql("SELECT lab, key FROM groups").to_arrow_reader(FETCH_ROWS):
+                keys = batch.column(1).to_pylist()
+                self._insert("drawn", {
+                    "lab": batch.column(0), "key": keys,
+                    "draw": pa.array([split_hash(k, seed) for k in keys], pa.float64()),
+                })  # fmt: skip
+        ((groups, below),) = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE draw < $f) FROM drawn",
+            {"f": validation_fraction},
+        ).fetchall()
+        largest, smallest = self._first_key("draw DESC, key DESC"), self._first_key("draw, key")
+        moved, forced = forced_move(groups, below, validation_fraction, largest, smallest)
         con.execute(
-            "CREATE TABLE codes AS SELECT anchor, row_number() OVER (ORDER BY anchor) - 1 AS code "
-            "FROM (SELECT DISTINCT anchor FROM anchors WHERE record_id IN "
-            "(SELECT record_id FROM kept))"
+            "CREATE TABLE sides AS SELECT lab, "
+            "(draw < $f) <> coalesce(key = $moved, false) AS validation FROM drawn",
+            {"f": validation_fraction, "moved": moved},
         )
-        edges = con.execute(
-            "SELECT n.i, c.code, starts_with(c.anchor, 'passage:') AS passage "
-            "FROM anchors a JOIN numbered n USING (record_id) JOIN codes c USING (anchor)"
-        ).fetchnumpy()
-        edge_row, edge_anchor = np.asarray(edges["i"], np.int64), np.asarray(edges["code"])
-        edge_anchor = edge_anchor.astype(np.int64)
-        rows = self.kept_count()
-        group = anchor_groups(rows, edge_row, edge_anchor)
-        groups = np.unique(group)  # in key order
-        names = self._anchor_names(groups)
-        draws = np.fromiter((split_hash(k, seed) for k in names), np.float64)
-        val, counts, forced = group_sides(draws, validation_fraction, self._group_key(groups))
-        validation = val[np.searchsorted(groups, group)]
-        on = np.asarray(edges["passage"], bool)
-        leaked = anchors_in_both(validation, edge_row[on], edge_anchor[on])
-        position = np.where(validation, np.cumsum(validation), np.cumsum(~validation)) - 1
-        self.con.register("_placed", pa.table({
-            "i": np.arange(rows, dtype=np.int64), "validation": validation, "pos": position,
-        }))  # fmt: skip
-        try:
-            con.execute(
-                "CREATE TABLE placed AS SELECT n.record_id, n.run_id, p.validation, p.pos "
-                "FROM numbered n JOIN _placed p USING (i)"
-            )
-        finally:
-            con.unregister("_placed")
-        shared = [k.removeprefix("passage:") for k in list(self._anchor_names(leaked))]
+        con.execute(_PLACE)
+        ((validation,),) = con.execute("SELECT count(*) FROM sides WHERE validation").fetchall()
+        shared = [
+            a.removeprefix("passage:")
+            for (a,) in con.execute(
+                "SELECT anchor FROM codes WHERE code IN (SELECT e.code FROM edges e "
+                "JOIN placed p USING (r) WHERE e.passage GROUP BY e.code "
+                "HAVING bool_or(p.validation) AND NOT bool_and(p.validation))"
+            ).fetchall()
+        ]
+        self._drop(t for t in SPLIT_TABLES if t != "placed")
+        counts = {"train": groups - validation, "validation": validation}
         return SplitResult(counts, forced), shared
 
-    def _group_key(self, groups: np.ndarray) -> Callable[[int], str]:
-        """The i-th group's key (its smallest anchor)."""
-        return lambda i: "".join(self._anchor_names(groups[i : i + 1]))
+    def _drop(self, tables: Iterable[str]) -> None:
+        self.con.execute("".join(f"DROP TABLE IF EXISTS {t};" for t in tables))
 
-    def _anchor_names(self, codes: np.ndarray) -> Iterator[str]:
-        """The anchors of sorted `codes`, in their order (read FETCH_ROWS at a time)."""
-        self.con.register("_codes", pa.table({"code": np.asarray(codes, np.int64)}))
-        try:
-            reader = self.con.sql(
-                "SELECT anchor FROM codes WHERE code IN (SELECT code FROM _codes) ORDER BY code"
-            ).to_arrow_reader(FETCH_ROWS)
-            for batch in reader:
-                yield from batch.column(0).to_pylist()
-        finally:
-            self.con.unregister("_codes")
+    def _first_key(self, order: str) -> str | None:
+        """The key of the first drawn group in `order`."""
+        rows = self.con.execute(f"SELECT key FROM drawn ORDER BY {order} LIMIT 1").fetchall()
+        return rows[0][0] if rows else None
 
     # ---- the second pass -------------------------------------------------------------------
 

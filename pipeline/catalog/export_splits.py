@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import numpy as np
-
 from pipeline.agents.rewards import normalize
 
 SPLITS = ("train", "validation")
@@ -288,23 +286,6 @@ def anchors_of(row: dict[str, Any], by: str) -> list[str]:
     return keys
 
 
-def anchor_groups(rows: int, edge_row: np.ndarray, edge_anchor: np.ndarray) -> np.ndarray:
-    """Per row, its group: the smallest anchor code among the rows that share an anchor with
-    it, transitively (every row has an anchor). Codes number the anchors in sorted order: the
-    smallest code, the smallest anchor. Label propagation with pointer jumping over the
-    rows-anchors edges, in numpy (scipy's csgraph costs 26 MB of imports)."""
-    label = np.arange(int(edge_anchor.max()) + 1 if len(edge_anchor) else 0, dtype=np.int64)
-    while True:
-        row_label = np.full(rows, np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(row_label, edge_row, label[edge_anchor])
-        new = label.copy()
-        np.minimum.at(new, edge_anchor, row_label[edge_row])
-        new = new[new]  # a label is an anchor of the same group: jump to its label
-        if np.array_equal(new, label):
-            return row_label
-        label = new
-
-
 def split_hash(group_key: str, seed: int = 0) -> float:
     """A group's uniform draw in [0, 1): sha256, so it is the same on every machine/Python."""
     digest = hashlib.sha256(f"{seed}\x00{group_key}".encode()).digest()
@@ -322,40 +303,19 @@ def check_fraction(validation_fraction: float) -> None:
         raise ValueError(f"validation_fraction must be in [0, 1), not {validation_fraction}")
 
 
-def group_sides(
-    draws: np.ndarray, validation_fraction: float, key_of: Callable[[int], str]
-) -> tuple[np.ndarray, dict[str, int], str | None]:
-    """Which groups go to validation (their hash < fraction), given their draws in group key
-    order (`key_of(i)`: the i-th key); returns the mask, the groups per split and why a
-    group was moved.
+def forced_move(
+    groups: int, validation: int, validation_fraction: float, largest: str, smallest: str
+) -> tuple[str | None, str | None]:
+    """The group whose side flips so that both splits are non-empty, and why; (None, None)
+    when none does. `groups` groups, `validation` of them hashed below the fraction;
+    `largest` / `smallest`: the keys of the groups with the largest / smallest (draw, key).
 
     Small exports: hashing can leave a side empty. With a fraction > 0 and at least two groups,
     the group with the smallest hash moves to validation (or the largest back to train), so
     both splits are non-empty; a single group cannot be split without a leak: it trains."""
-    val = draws < validation_fraction
-    forced = None
-    if len(draws) and val.all():
-        k = len(draws) - 1 - int(np.argmax(draws[::-1]))  # the largest (draw, key)
-        val[k] = False
-        forced = f"every group hashed into validation; moved group {key_of(k)} to train"
-    elif validation_fraction > 0 and len(draws) >= 2 and not val.any():
-        k = int(np.argmin(draws))  # the smallest (draw, key)
-        val[k] = True
-        forced = (
-            f"no group hashed below {validation_fraction}; moved group {key_of(k)} to validation"
-        )
-    n = int(val.sum())
-    return val, {"train": len(draws) - n, "validation": n}, forced
-
-
-def anchors_in_both(
-    validation: np.ndarray, edge_row: np.ndarray, edge_anchor: np.ndarray
-) -> np.ndarray:
-    """Codes of the anchors that rows of both splits have (`validation`: per row); none for a
-    correct split."""
-    size = int(edge_anchor.max()) + 1 if len(edge_anchor) else 0
-    on = validation[edge_row]
-    seen = np.zeros((2, size), bool)
-    seen[0, edge_anchor[~on]] = True
-    seen[1, edge_anchor[on]] = True
-    return np.flatnonzero(seen[0] & seen[1])
+    if groups and validation == groups:
+        return largest, f"every group hashed into validation; moved group {largest} to train"
+    if validation_fraction > 0 and groups >= 2 and not validation:
+        why = f"no group hashed below {validation_fraction}; moved group {smallest} to validation"
+        return smallest, why
+    return None, None
