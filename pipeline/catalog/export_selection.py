@@ -196,32 +196,34 @@ def select_records(
         gated = _gated(views)
         source = "curriculum_verdicts" if gated else "curriculum"
         reviewed = gated and set(REVIEW_COLUMNS) <= set(con.table(source).columns)
-        columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
-        columns += REVIEW_COLUMNS if reviewed else ()
-        columns = tuple(c for c in columns if c not in NARROW_OMITS)
-        if rejections and not gated:  # no verdicts to read: the valid verbatim records
-            where, rejections = LEGACY_WHERE, False
         batches = run_batches(con, run_ids)
-        seen = _Seen()
-        try:
-            # the sql.* limits, the predicate evaluated over the requested runs only, a batch
-            # of runs at a time
-            # closed here even when a batch fails: its worker stops and `con` is unscoped
-            filtered = bounded_filter(con, catalog, source, where, limits, batches)
-            with contextlib.closing(filtered):
-                for batch, rel in zip(batches, filtered, strict=True):
-                    got = narrow_rows(rel, columns)
-                    seen.add(got)
-                    dropped = _rejections(con, source, where, batch) if rejections else []
-                    on_batch(got, dropped)
-        except UnsafeSQLError as exc:
-            raise ExportError(str(exc), _FILTER_HINT) from exc
-        except SQLLimitError as exc:
-            raise ExportError(str(exc), exc.hint) from exc
-        except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
-            raise ExportError(
-                f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
-            ) from exc
+    columns = SOURCE_COLUMNS + (QUALITY_COLUMNS if gated else ())
+    columns += REVIEW_COLUMNS if reviewed else ()
+    columns = tuple(c for c in columns if c not in NARROW_OMITS)
+    if rejections and not gated:  # no verdicts to read: the valid verbatim records
+        where, rejections = LEGACY_WHERE, False
+    seen = _Seen()
+    try:
+        # the sql.* limits, the predicate evaluated over the requested runs only, a batch of
+        # runs at a time, each on its own connection (closed here even when a batch fails)
+        filtered = bounded_filter(
+            lambda: open_catalog(catalog), catalog, source, where, limits, batches
+        )
+        with contextlib.closing(filtered):
+            for batch, (con, rel) in zip(batches, filtered, strict=True):
+                got = narrow_rows(rel, columns)
+                seen.add(got)
+                dropped = _rejections(con, source, where, batch) if rejections else []
+                on_batch(got, dropped)
+    except UnsafeSQLError as exc:
+        raise ExportError(str(exc), _FILTER_HINT) from exc
+    except SQLLimitError as exc:
+        raise ExportError(str(exc), exc.hint) from exc
+    except duckdb.Error as exc:  # errors only evaluation finds (casts, division by zero)
+        raise ExportError(
+            f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
+        ) from exc
+    with open_catalog(catalog) as con:
         picked = sorted(seen.hashes)
         runs = []
         if picked:

@@ -24,7 +24,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,30 +166,41 @@ class BoundedSQL:
 
 
 def bounded_filter(
-    con,
+    connect: Callable[[], Any],
     catalog: str | Path,
     view: str,
     predicate: str | None,
     limits: SQLConfig | None,
     run_batches: Sequence[Sequence[str]],
-) -> Iterator[Any]:
-    """Per batch of runs, `view` on the caller's connection narrowed to the batch's rows whose
-    `record_id` matches a user predicate (`export --where`), the predicate evaluated by a
-    worker under `limits` (default: the sql: section's defaults) over the batch's runs; an
-    empty predicate keeps every row. Batch by batch, so that neither side holds more than a
-    batch of a year of records; each relation is valid until the next is asked for, and the
-    caller's connection reads the batch's own files meanwhile (store.scope_to_runs: not 365
-    files a table per query), every run's again once the batches are exhausted or closed.
-    The worker is not scoped: a user's predicate may read other runs (a subquery)."""
+) -> Iterator[tuple[Any, Any]]:
+    """Per batch of runs, a connection of `connect()`'s and `view` on it narrowed to the
+    batch's rows whose `record_id` matches a user predicate (`export --where`), the predicate
+    evaluated by a worker under `limits` (default: the sql: section's defaults) over the
+    batch's runs; an empty predicate keeps every row. Batch by batch, so that neither side
+    holds more than a batch of a year of records; each connection and relation is valid until
+    the next is asked for.
+
+    The connection reads the batch's own files (store.scope_to_runs: not 365 files a table
+    per query) and is the batch's alone: DuckDB keeps state for each query a connection ran
+    (a year of nights' batches on one connection held 40 MB more than one batch), so the
+    caller must not hold another connection to the catalog meanwhile (they would share the
+    database and its state). The worker is not scoped: a user's predicate may read other
+    runs (a subquery)."""
     import duckdb
     import pyarrow as pa
 
     from pipeline.store.store import scope_to_runs
 
-    def runs_of(batch: Sequence[str]):
+    con = None
+
+    def runs_of(batch: Sequence[str]) -> tuple[Any, Any]:
+        nonlocal con
+        if con is not None:
+            con.close()
+        con = connect()
         scope_to_runs(con, batch)
         values = (duckdb.ConstantExpression(r) for r in batch)
-        return con.table(view).filter(duckdb.ColumnExpression("run_id").isin(*values))
+        return con, con.table(view).filter(duckdb.ColumnExpression("run_id").isin(*values))
 
     try:
         if predicate is None or not predicate.strip():
@@ -199,15 +210,14 @@ def bounded_filter(
         with BoundedSQL(catalog, limits or SQLConfig()) as session:
             for batch in run_batches:
                 ids = session.filter_column(view, predicate, "record_id", batch)
+                bcon, rel = runs_of(batch)
                 # a semi join with the ids as a table: an IN list of 100k constants took
                 # longer to build and evaluate than the query, and 300 MB
-                con.register("_matched_ids", pa.table({"record_id": pa.array(ids, pa.string())}))
-                try:
-                    yield runs_of(batch).join(con.table("_matched_ids"), "record_id", how="semi")
-                finally:
-                    con.unregister("_matched_ids")
+                bcon.register("_matched_ids", pa.table({"record_id": pa.array(ids, pa.string())}))
+                yield bcon, rel.join(bcon.table("_matched_ids"), "record_id", how="semi")
     finally:
-        scope_to_runs(con, None)
+        if con is not None:
+            con.close()
 
 
 def _read_exact(fh, n: int, deadline: float | None) -> bytes | None:
