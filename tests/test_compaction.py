@@ -418,7 +418,8 @@ def test_a_run_report_read_over_its_own_files_has_the_whole_catalogs_figures(
             k: repr(rounded(v)) for k, v in b.items()
         }, r
     # a scope narrows the reviews the connection listed when it opened, never lists them
-    # again: a review written meanwhile is not half seen by an export's later batches
+    # again: a review written meanwhile changes no query on it (an export's batches, each on
+    # a connection of its own, share its first one's listing: test_export_stream)
     with connect_readonly(store.catalog_path) as con:
         review(store.root, [(rid, run_name(0))], reject=True)
         scope_to_runs(con, [run_name(0)])

@@ -180,7 +180,59 @@ def test_streamed_export_writes_what_the_in_memory_export_wrote(history, tmp_pat
     assert len(list((tmp_path / "small").rglob(".scratch"))) == 0
 
 
-def test_the_ledger_splits_under_its_memory_limit_as_the_reference_does(tmp_path, monkeypatch):
+def test_every_batch_reads_the_catalog_and_reviews_the_first_connection_found(
+    history, tmp_path, monkeypatch
+):
+    """Each batch of runs has a connection of its own (DuckDB keeps state for each query a
+    connection ran), yet every batch reads what the selection's first connection found: a
+    review written during the selection reaches no batch, and a catalog a refresh replaced
+    meanwhile is refused rather than read half old, half new."""
+    from pipeline.catalog.export_selection import ExportError, select_records
+    from pipeline.store.reviews import Verdict, write_reviews
+
+    monkeypatch.setattr(export_selection, "BATCH_RECORDS", RECORDS)  # a batch a night
+    with connect_audit(history) as con:
+        last = con.execute(
+            "SELECT record_id, run_id FROM curriculum_verdicts WHERE accepted AND run_id = ? "
+            "AND review_verdict IS NULL ORDER BY record_id LIMIT 1",
+            [run_name(NIGHTS - 1)],
+        ).fetchall()
+    assert last
+    verdicts, written = [], []
+
+    def on_batch(rows, dropped):
+        if not written:  # during the first batch: a reject of a record of the last night
+            verdict = Verdict("reject", "test", "answer_not_in_evidence")
+            written.append(write_reviews(history.parent, verdict, last))
+        verdicts.extend(r["review_verdict"] for r in rows if r["record_id"] == last[0][0])
+
+    try:
+        sel = select_records(history, "accepted", on_batch=on_batch)
+        with connect_audit(history) as con:  # a new reader sees it
+            now = con.execute(
+                "SELECT review_verdict FROM curriculum_verdicts WHERE record_id = ?", [last[0][0]]
+            ).fetchall()
+    finally:
+        for path in written:
+            path.unlink()
+    assert len(written) == 1 and verdicts == [None] and now == [("reject",)]
+    assert sum(sel.review_scope.values()) == sel.selected
+
+    replaced = []
+
+    def refresh(rows, dropped):  # the catalog file replaced, as a refresh replaces it
+        if not replaced:
+            copy = tmp_path / "catalog.duckdb"
+            copy.write_bytes(history.read_bytes())
+            replaced.append(copy.replace(history))
+
+    with pytest.raises(ExportError, match="refreshed during the export"):
+        select_records(history, "accepted", on_batch=refresh)
+
+
+def test_the_ledger_splits_under_its_memory_limit_as_the_reference_does(
+    tmp_path, monkeypatch, caplog
+):
     """The split finds its groups in SQL, under the ledger's memory limit, spilling past it,
     and splits again under the sql: section's memory_limit when that is too little: here
     100,000 records over 70,000 passages (one giant group and a few hundred small ones, so
@@ -213,8 +265,11 @@ def test_the_ledger_splits_under_its_memory_limit_as_the_reference_does(tmp_path
                 with pytest.raises(duckdb.OutOfMemoryException):
                     ledger.split(0.1, seed=7)
                 continue
+            caplog.clear()
             split, leaked = ledger.split(0.1, seed=7)
             assert ledger.con.execute(setting).fetchall() == own_limit  # the ledger's again
+            retried = [r for r in caplog.records if "splitting again" in r.getMessage()]
+            assert len(retried) == (fallback == "2GB"), retried
             placed = ledger.placement(runs)
             assert not leaked
             assert (split.groups, split.forced) == (expected.groups, expected.forced)

@@ -15,6 +15,7 @@ Reads the catalog read-only; the filter is parsed as one expression
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from pipeline.catalog.readonly_sql import UnsafeSQLError, connect_audit
 from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
+from pipeline.store.reviews import review_files
 from pipeline.store.store import CATALOG_RUNS, HAS_CATALOG_FILES, StoreError, catalog_runs
 from schemas.exports import QUALITY_COLUMNS, REVIEW_COLUMNS, SOURCE_COLUMNS
 
@@ -141,10 +143,13 @@ def record_columns(sel: Selection) -> tuple[str, ...]:
     return SOURCE_COLUMNS + (("answer_aliases",) if _gated(sel.views) else ())
 
 
-def open_catalog(catalog: str | Path) -> duckdb.DuckDBPyConnection:
-    """The export's read-only connection (connect_audit); a store error as an ExportError."""
+def open_catalog(
+    catalog: str | Path, reviews: Sequence[Path] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """The export's read-only connection (connect_audit; `reviews`: the review files it
+    reads, default those on disk now); a store error as an ExportError."""
     try:
-        return connect_audit(catalog)
+        return connect_audit(catalog, reviews=reviews)
     except StoreError as exc:
         raise ExportError(
             str(exc), exc.hint or "run `curriculum nightly` (same --profile/--set) first"
@@ -182,7 +187,9 @@ def select_records(
     rendered record reads (NARROW_OMITS). Each batch of runs' rows and rejections go to
     `on_batch`, so that an export holds one batch of a year of nights at a time; the
     Selection says what spans them (runs, counts, checks, reviews)."""
-    with open_catalog(catalog) as con:
+    snap = _Snapshot(catalog)
+    with snap.connect() as con:
+        snap.list_reviews(con)
         if run_ids:  # only then is the list of known runs needed
             ((indexed,),) = con.execute(HAS_CATALOG_FILES).fetchall()
             known = {r for (r,) in con.execute(catalog_runs(indexed)).fetchall()}
@@ -206,9 +213,7 @@ def select_records(
     try:
         # the sql.* limits, the predicate evaluated over the requested runs only, a batch of
         # runs at a time, each on its own connection (closed here even when a batch fails)
-        filtered = bounded_filter(
-            lambda: open_catalog(catalog), catalog, source, where, limits, batches
-        )
+        filtered = bounded_filter(snap.connect, catalog, source, where, limits, batches)
         with contextlib.closing(filtered):
             for batch, (con, rel) in zip(batches, filtered, strict=True):
                 got = narrow_rows(rel, columns)
@@ -223,7 +228,7 @@ def select_records(
         raise ExportError(
             f"filter {where!r} over {source}: {first_line(exc)}", _FILTER_HINT
         ) from exc
-    with open_catalog(catalog) as con:
+    with snap.connect() as con:
         picked = sorted(seen.hashes)
         runs = []
         if picked:
@@ -247,6 +252,42 @@ def select_records(
         runs, checks, bool(clustered), where, reviewed, overall, facts, views,
         seen.selected, dict(seen.verdicts),
     )  # fmt: skip
+
+
+class _Snapshot:
+    """The catalog as the selection's first connection found it, for each later connection (a
+    batch's own, the summary's) to read the same: its file, which a refresh replaces (then
+    refused: the export has written nothing yet), and its review files (one written
+    meanwhile waits for the next export, rather than reaching only the later batches)."""
+
+    def __init__(self, catalog: str | Path) -> None:
+        self.catalog, self.file = catalog, _file_identity(catalog)
+        self.reviews: list[Path] | None = None
+
+    def list_reviews(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
+        except duckdb.CatalogException:  # a catalog from before: it attaches no reviews
+            return
+        self.reviews = review_files(Path(root))
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        con = open_catalog(self.catalog, self.reviews)
+        if _file_identity(self.catalog) != self.file:  # opened after a refresh replaced it
+            con.close()
+            raise ExportError(
+                f"the catalog {self.catalog} was refreshed during the export",
+                "export again (nothing was written)",
+            )
+        return con
+
+
+def _file_identity(path: str | Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:  # open_catalog says what is wrong with it
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class _Seen:

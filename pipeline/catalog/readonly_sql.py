@@ -9,6 +9,7 @@ parser before anything runs, and only queries are let through.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -113,11 +114,12 @@ def filter_relation(
 
 
 def connect_audit(
-    catalog: str | Path, limits: SQLConfig | None = None
+    catalog: str | Path, limits: SQLConfig | None = None, reviews: Sequence[Path] | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A read-only catalog connection whose settings a query cannot change afterwards;
-    `limits` caps its memory, spill space and threads (see pipeline.catalog.bounded_sql)."""
-    con = connect_readonly(catalog)
+    `limits` caps its memory, spill space and threads (see pipeline.catalog.bounded_sql);
+    `reviews`: the review files its `reviews` reads (default: those on disk now)."""
+    con = connect_readonly(catalog, reviews)
     if limits is not None:
         apply_limits(con, limits)
     # A query naming an https:// or s3:// file would otherwise download and install httpfs.

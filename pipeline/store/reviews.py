@@ -98,11 +98,14 @@ def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str
     return path
 
 
-def attach_reviews(con: duckdb.DuckDBPyConnection, root: Path) -> None:
-    """Point this connection's `reviews` at the review files on disk now (a temporary view,
-    which the catalog's views read in place of the listing made at refresh; the listing
-    itself is `_reviews_listed`, which `scope_reviews` narrows)."""
-    files = review_files(root)
+def attach_reviews(
+    con: duckdb.DuckDBPyConnection, root: Path, files: Sequence[Path] | None = None
+) -> None:
+    """Point this connection's `reviews` at the review files on disk now, or at `files` (a
+    listing made before, which a reader's later connections share): a temporary view, which
+    the catalog's views read in place of the listing made at refresh; the listing itself is
+    `_reviews_listed`, which `scope_reviews` narrows."""
+    files = review_files(root) if files is None else files
     if not files:
         return
     select = files_select(path_list(files), hive=False, empty="_empty_reviews")
@@ -118,9 +121,10 @@ def scope_reviews(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
     review names its record's run; None: every review again), for a reader of those runs
     (store.scope_to_runs): at a year of nights every verdict query would otherwise rank the
     whole history's reviews. It narrows
-    the listing `attach_reviews` made, never lists the files again, so every batch of an
-    export sees the same reviews. Without that listing (no review files) there is nothing to
-    narrow."""
+    the listing `attach_reviews` made, never lists the files again, so a review written
+    meanwhile changes no query on this connection (an export's batches, each on a connection
+    of its own, are given its first connection's listing). Without that listing (no review
+    files) there is nothing to narrow."""
     listed = con.execute(
         "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name = ?", [_LISTED]
     ).fetchall()

@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -535,7 +536,11 @@ def views_sql() -> str:
     return resources.files("schemas").joinpath("views.sql").read_text(encoding="utf-8")
 
 
-def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
+def connect_readonly(
+    catalog: str | Path, reviews: Sequence[Path] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-only catalog connection whose `reviews` are the review files on disk now, or
+    `reviews` (attach_reviews)."""
     path = Path(catalog)
     check_catalog_file(path)
     try:
@@ -549,7 +554,7 @@ def connect_readonly(catalog: str | Path) -> duckdb.DuckDBPyConnection:
         ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
     except duckdb.CatalogException:
         return con
-    attach_reviews(con, Path(root))
+    attach_reviews(con, Path(root), reviews)
     return con
 
 
