@@ -5,12 +5,15 @@ grouping as the export computed it then, in numpy (the ledger's is SQL). Tests o
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pipeline.catalog.export_ledger import Ledger
 from pipeline.catalog.export_selection import Selection, select_records
 from pipeline.catalog.export_splits import (
     DROP_CATEGORIES,
@@ -103,6 +106,22 @@ def assign_splits(
     val, counts, forced = group_sides(draws, validation_fraction, names.__getitem__)
     side = {k: SPLITS[int(v)] for k, v in zip(names, val, strict=True)}
     return AssignedSplits(counts, forced, [side[k] for k in keys])
+
+
+def ledger_splits(
+    rows: Sequence[dict[str, Any]],
+    validation_fraction: float = 0.1,
+    by: str = "passage",
+    seed: int = 0,
+) -> AssignedSplits:
+    """The pipeline's split of `rows` (export_ledger.Ledger, in SQL), as `assign_splits`
+    returns it, so each split rule's test runs on both."""
+    with tempfile.TemporaryDirectory() as scratch, Ledger(Path(scratch), by) as ledger:
+        ledger.add(rows, Drops(), Drops())
+        res, leaked = ledger.split(validation_fraction, seed)
+        assert not leaked
+        placed = ledger.placement(sorted({r["run_id"] for r in rows}))
+    return AssignedSplits(res.groups, res.forced, [placed[r["record_id"]][0] for r in rows])
 
 
 def shared_passages(rows: Sequence[dict[str, Any]], splits: Sequence[str]) -> set[str]:

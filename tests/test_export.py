@@ -37,6 +37,7 @@ from tests.export_reference import (
     assign_splits,
     dedupe_questions,
     group_records,
+    ledger_splits,
     shared_passages,
 )
 
@@ -134,16 +135,22 @@ def test_records_sharing_any_passage_form_one_group_transitively():
     assert keys[3] == "passage:p9" and keys[3] != keys[0]
 
 
-def test_records_sharing_an_evidence_passage_land_in_the_same_split():
+@pytest.fixture(params=["reference", "ledger"])
+def assign(request):
+    """The split rules' tests run on the in-memory reference and on the pipeline's ledger."""
+    return assign_splits if request.param == "reference" else ledger_splits
+
+
+def test_records_sharing_an_evidence_passage_land_in_the_same_split(assign):
     rows = [row(f"x{i}", src=f"s{i}", ev="shared") for i in range(10)]
     rows += [row(f"y{i}", src=f"t{i}") for i in range(40)]
     for seed in range(25):
-        res = assign_splits(rows, 0.3, seed=seed)
+        res = assign(rows, 0.3, seed=seed)
         assert len({res.splits[i] for i in range(10)}) == 1
         assert not shared_passages(rows, res.splits)
 
 
-def test_random_passage_graph_never_leaks_and_is_order_independent():
+def test_random_passage_graph_never_leaks_and_is_order_independent(assign):
     rng = random.Random(7)
     rows = [
         row(
@@ -153,7 +160,7 @@ def test_random_passage_graph_never_leaks_and_is_order_independent():
         )
         for i in range(600)
     ]
-    res = assign_splits(rows, 0.2, seed=3)
+    res = assign(rows, 0.2, seed=3)
     assert not shared_passages(rows, res.splits)
     assert res.groups["train"] > 0 and res.groups["validation"] > 0
     share = res.groups["validation"] / (res.groups["train"] + res.groups["validation"])
@@ -161,16 +168,16 @@ def test_random_passage_graph_never_leaks_and_is_order_independent():
     by_id = dict(zip((r["record_id"] for r in rows), res.splits, strict=True))
     shuffled = rows[:]
     rng.shuffle(shuffled)
-    res2 = assign_splits(shuffled, 0.2, seed=3)
+    res2 = assign(shuffled, 0.2, seed=3)
     assert dict(zip((r["record_id"] for r in shuffled), res2.splits, strict=True)) == by_id
-    res3 = assign_splits(rows, 0.2, seed=4)
+    res3 = assign(rows, 0.2, seed=4)
     assert res3.splits != res.splits  # the seed salts the hash
 
 
-def test_split_by_cluster_keeps_whole_clusters_together():
+def test_split_by_cluster_keeps_whole_clusters_together(assign):
     rows = [row(f"c{c}-{i}", src=f"p{c}-{i}", cluster_id=c) for c in range(12) for i in range(5)]
-    passage = assign_splits(rows, 0.5, by="passage", seed=0)
-    cluster = assign_splits(rows, 0.5, by="cluster", seed=0)
+    passage = assign(rows, 0.5, by="passage", seed=0)
+    cluster = assign(rows, 0.5, by="cluster", seed=0)
     assert sum(cluster.groups.values()) == 12 and sum(passage.groups.values()) == 60
     for c in range(12):
         assert len({cluster.splits[c * 5 + i] for i in range(5)}) == 1
@@ -178,24 +185,44 @@ def test_split_by_cluster_keeps_whole_clusters_together():
     assert any(len({passage.splits[c * 5 + i] for i in range(5)}) == 2 for c in range(12))
 
 
-def test_tiny_export_still_gets_a_validation_group():
+def test_tiny_export_still_gets_a_validation_group(assign):
     rows = [row("a", src="p1"), row("b", src="p2")]
     for seed in range(30):
-        res = assign_splits(rows, 0.1, seed=seed)
+        res = assign(rows, 0.1, seed=seed)
         assert sorted(res.splits) == ["train", "validation"]
         assert res.groups == {"train": 1, "validation": 1}
-    res = assign_splits(rows, 0.95, seed=0)
+    res = assign(rows, 0.95, seed=0)
     assert sorted(res.splits) == ["train", "validation"]  # never all validation either
 
 
-def test_one_group_or_zero_fraction_has_no_validation():
+def test_the_ledger_splits_as_the_reference_does_and_says_why():
+    """Which group a forced move takes (the largest draw back to train, the smallest to
+    validation) and its message, the groups and each side: the same from the pipeline's
+    ledger as from the reference, over the small cases where the rules decide."""
+    cases = [
+        ([row("a", src="p1"), row("b", src="p2"), row("c", src="p3")], 0.99, "passage"),
+        ([row("a", src="p1"), row("b", src="p2"), row("c", src="p3")], 0.01, "passage"),
+        ([row("a", src="p1"), row("b", src="p1", ev="p2")], 0.5, "passage"),
+        ([row(f"c{c}-{i}", src=f"p{c}-{i}", cluster_id=c) for c in range(4) for i in range(3)],
+         0.5, "cluster"),
+    ]  # fmt: skip
+    forced = set()
+    for rows, fraction, by in cases:
+        for seed in range(6):
+            want = assign_splits(rows, fraction, by, seed)
+            assert ledger_splits(rows, fraction, by, seed) == want
+            forced.add((want.forced or "").split(";")[0])
+    assert forced >= {"every group hashed into validation", "", "no group hashed below 0.01"}
+
+
+def test_one_group_or_zero_fraction_has_no_validation(assign):
     one = [row("a", src="p1"), row("b", src="p1")]
-    assert assign_splits(one, 0.5).splits == ["train", "train"]
+    assert assign(one, 0.5).splits == ["train", "train"]
     two = [row("a", src="p1"), row("b", src="p2")]
-    res = assign_splits(two, 0.0)
+    res = assign(two, 0.0)
     assert res.splits == ["train", "train"] and res.forced is None
     with pytest.raises(ValueError):
-        assign_splits(two, 1.0)
+        assign(two, 1.0)
 
 
 def test_verl_rows_follow_search_r1_layout():

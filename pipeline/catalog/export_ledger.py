@@ -38,6 +38,7 @@ from pipeline.catalog.export_splits import (
     question_key,
     split_hash,
 )
+from pipeline.catalog.sql_worker import size_bytes
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
 
@@ -246,12 +247,15 @@ class Ledger:
         try:
             return self._split(validation_fraction, seed)
         except duckdb.OutOfMemoryException as exc:
-            log.warning(
-                "the split of %d kept records needs more than %s (%s); splitting again "
-                "under sql.memory_limit %s",
-                self.kept_count(), MEMORY_LIMIT, first_line(exc), self.limits.memory_limit,
-            )  # fmt: skip
+            if size_bytes(self.limits.memory_limit) <= size_bytes(MEMORY_LIMIT):
+                raise  # no more memory to try with
+            why = first_line(exc)
         self.reopen()
+        log.warning(
+            "the split of %d kept records needs more than %s (%s); splitting again under "
+            "sql.memory_limit %s",
+            self.kept_count(), MEMORY_LIMIT, why, self.limits.memory_limit,
+        )  # fmt: skip
         self.con.execute(f"SET memory_limit = '{self.limits.memory_limit}'")
         try:
             return self._split(validation_fraction, seed)

@@ -1,6 +1,8 @@
-"""The pure half of an export: drop unusable rows, deduplicate questions, and split train /
-validation by whole passage (or cluster) groups, over plain row dicts so each rule is tested on
-hand-made rows."""
+"""The pure half of an export, over plain row dicts so each rule is tested on hand-made rows:
+drop unusable rows, deduplicate questions (the winner), and the split's rules (a record's
+anchors, a group's hash, the forced move that keeps both splits non-empty). The ledger
+(export_ledger) applies them to a whole selection, the dedupe's and the split's groups found
+in SQL."""
 
 from __future__ import annotations
 

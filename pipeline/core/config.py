@@ -435,9 +435,9 @@ _DUCKDB_MEMORY = r"(?i)^\s*([1-9]\d*(\.\d+)?\s*(mb|gb|tb|mib|gib|tib)|[1-9]\d?(\
 
 class SQLConfig(_Section):
     """Limits on auditors' queries (`curriculum sql`, `curriculum audit`) and an export's SQL
-    (its --where; its split's scratch database, which spills past memory_limit up to
-    max_temp_size); they never touch a run's records, so the section is left out of the
-    config hash."""
+    (its --where; its scratch database spills up to max_temp_size, and its split runs again
+    under memory_limit when the ledger's own 64 MB is too little); they never touch a run's
+    records, so the section is left out of the config hash."""
 
     # Per statement, from its start to its last fetched row; the statement is interrupted.
     timeout_s: float = Field(300.0, gt=0, le=7 * DAY_S)
