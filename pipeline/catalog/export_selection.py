@@ -33,7 +33,13 @@ from pipeline.catalog.sql_worker import bounded_filter
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import first_line
 from pipeline.store.reviews import review_files
-from pipeline.store.store import CATALOG_RUNS, HAS_CATALOG_FILES, StoreError, catalog_runs
+from pipeline.store.store import (
+    CATALOG_RUNS,
+    HAS_CATALOG_FILES,
+    StoreError,
+    catalog_runs,
+    store_root,
+)
 from schemas.exports import QUALITY_COLUMNS, REVIEW_COLUMNS, SOURCE_COLUMNS
 
 # The catalog's one definition of accepted (view curriculum_verdicts): what the funnel and the
@@ -265,11 +271,9 @@ class _Snapshot:
         self.reviews: list[Path] | None = None
 
     def list_reviews(self, con: duckdb.DuckDBPyConnection) -> None:
-        try:
-            ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
-        except duckdb.CatalogException:  # a catalog from before: it attaches no reviews
-            return
-        self.reviews = review_files(Path(root))
+        root = store_root(con)  # a catalog from before: it attaches no reviews
+        if root is not None:
+            self.reviews = review_files(root)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = open_catalog(self.catalog, self.reviews)

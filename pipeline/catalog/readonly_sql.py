@@ -17,7 +17,7 @@ import duckdb
 from pipeline.catalog.bounded_sql import apply_limits
 from pipeline.core.config import SQLConfig
 from pipeline.core.errors import HintedError, first_line
-from pipeline.store.store import connect_readonly
+from pipeline.store.store import connect_readonly, store_root
 
 # Statement types that only read. DESCRIBE / SHOW / SUMMARIZE parse as SELECT.
 READ_ONLY_TYPES = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
@@ -145,11 +145,10 @@ def _view_directories(con: duckdb.DuckDBPyConnection) -> list[str]:
     rows = con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
     paths = {m.replace("''", "'") for (sql,) in rows for m in _QUOTED_PARQUET.findall(sql or "")}
     dirs = {p.rpartition("/")[0] + "/" for p in paths}
-    try:  # where the store is (a catalog from before does not say)
-        ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
-    except duckdb.CatalogException:
+    store = store_root(con)  # where the store is (a catalog from before does not say)
+    if store is None:
         return sorted(dirs)
-    root = str(root).rstrip("/") + "/"
+    root = str(store).rstrip("/") + "/"
     return sorted({root + d[len(root) :].partition("/")[0] + "/" if d.startswith(root) else d
                    for d in dirs})  # fmt: skip
 

@@ -549,13 +549,19 @@ def connect_readonly(
         if "not a valid DuckDB database" in str(exc):
             raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
         raise
-    try:  # the reviews written since the last refresh (a catalog from before has no info)
-        # fetchall: a result left half-read would refuse the caller's next query on `con`
+    root = store_root(con)
+    if root is not None:  # the reviews written since the last refresh
+        attach_reviews(con, root, reviews)
+    return con
+
+
+def store_root(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The store a catalog was built from (None: a catalog from before says not)."""
+    try:  # fetchall: a result left half-read would refuse the caller's next query on `con`
         ((root,),) = con.execute("SELECT store_root FROM catalog_info").fetchall()
     except duckdb.CatalogException:
-        return con
-    attach_reviews(con, Path(root), reviews)
-    return con
+        return None
+    return Path(root)
 
 
 __all__ = [
@@ -576,5 +582,6 @@ __all__ = [
     "live_groups",
     "read_manifest",
     "scope_to_runs",
+    "store_root",
     "views_sql",
 ]
