@@ -7,6 +7,7 @@ shard groups each, with reviews."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import shutil
 import signal
@@ -26,12 +27,19 @@ from synthetic_store import Corpus, review, run_name, write_artifacts, write_nig
 
 from pipeline.catalog.audit import AUDITS  # noqa: E402
 from pipeline.catalog.export import export_curriculum  # noqa: E402
+from pipeline.core.errors import BadInputError  # noqa: E402
 from pipeline.store.compaction import (  # noqa: E402
     compact_finished,
     compact_run,
     needs_compaction,
     superseded_files,
     sweep,
+)
+from pipeline.store.reviews import (  # noqa: E402
+    compact_reviews,
+    covered,
+    review_files,
+    sweep_reviews,
 )
 from pipeline.store.store import COMPACTED, ShardFile, Store, connect_readonly  # noqa: E402
 
@@ -159,7 +167,9 @@ def ask_again(store: Store, picked: str, params: list) -> list[dict]:
 def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(history, tmp_path):
     store = copy_of(history, tmp_path / "out")
     before = answers(store, tmp_path / "before")
-    files_before = sorted(store.root.rglob("shards/**/*.parquet"))
+    reviews_before = sorted(store.root.glob("reviews/*.parquet"))
+    assert len(reviews_before) == 2
+    files_before = sorted(store.root.rglob("shards/**/*.parquet")) + reviews_before
     # the catalog counts records from the manifests (the export's manifest does), live or
     # compacted: `rows` of catalog_files
     counted = (
@@ -176,7 +186,9 @@ def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(h
     store.refresh_catalog(artifacts(store.root))
     gone = sweep(store)
 
-    assert sorted(map(str, gone)) == sorted(map(str, files_before))  # every shard file replaced
+    # every shard file replaced, and the reviews by one compacted file
+    assert sorted(map(str, gone)) == sorted(map(str, files_before))
+    assert [p.name[:10] for p in store.root.glob("reviews/*.parquet")] == ["compacted-"]
     for r in range(NIGHTS):
         run_id = run_name(r)
         assert set(store.manifest(run_id)) == {COMPACTED}
@@ -344,7 +356,10 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
     assert total > 20  # files written, renamed and synced, a manifest line, a catalog, deletes
     with connect_readonly(history / "curriculum.duckdb") as con:
         expected = sorted(con.execute("SELECT record_id FROM curriculum").fetchall())
-    points = sorted({0, total // 4, total // 2, 3 * total // 4, total - 2, total - 1})
+        reviews = sorted(con.execute("SELECT review_id FROM reviews").fetchall())
+    assert len(reviews) == 12
+    # the first two calls fold the reviews (fsync, rename), the last ones sweep
+    points = sorted({0, 1, total // 3, 2 * total // 3, total - 2, total - 1})
     for k in points:
         store = copy_of(history, tmp_path / f"kill-{k}")
         p = child(store.root, k)
@@ -354,8 +369,10 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
         with connect_readonly(store.catalog_path) as con:
             got = sorted(con.execute("SELECT record_id FROM curriculum").fetchall())
             facts = con.execute("SELECT count(*) FROM record_facts").fetchall()
+            got_reviews = sorted(con.execute("SELECT review_id FROM reviews").fetchall())
         assert got == expected, k
         assert facts == [(len(expected),)], k
+        assert got_reviews == reviews, k
         # and a rerun finishes: every run compacted, nothing replaced left on disk
         p = child(store.root, -1)
         assert p.returncode == 0, (k, p.stderr[-500:])
@@ -365,8 +382,11 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
                   for e in store.manifest(run_name(r)).values() for f in e["files"]}  # fmt: skip
         on_disk = {str(p) for p in store.root.rglob("shards/**/*.parquet")}
         assert on_disk == listed, k
+        left = [p.name[:10] for p in store.root.glob("reviews/*") if p.name != ".compaction.lock"]
+        assert left == ["compacted-"], k  # no leftover of a killed write either
         with connect_readonly(store.catalog_path) as con:
             assert sorted(con.execute("SELECT record_id FROM curriculum").fetchall()) == expected
+            assert sorted(con.execute("SELECT review_id FROM reviews").fetchall()) == reviews
         shutil.rmtree(store.root)
 
 
@@ -721,3 +741,82 @@ def test_the_browser_follows_a_rebuilt_catalog_with_an_index_of_its_own(history,
     with connect_readonly(store.catalog_path) as con:
         want = con.execute("SELECT * FROM record_index ORDER BY record_id").fetchall()
     assert after.execute("SELECT * FROM record_index ORDER BY record_id").fetchall() == want
+
+
+def review_ids(root: Path) -> list[str]:
+    """Every review row of the live review files, as every reader lists them."""
+    files = [str(p) for p in review_files(root)]
+    with duckdb.connect() as con:
+        rows = con.execute("SELECT review_id FROM read_parquet(?)", [files]).fetchall()
+    return sorted(r for (r,) in rows)
+
+
+def test_reviews_fold_into_compacted_files_that_hold_each_review_once(tmp_path):
+    """A file a submission: landing folds them, a sealed compacted file is not rewritten, a
+    compaction that folds a compacted file holds what it held, and the held files go only
+    once a refresh listed the compacted one."""
+    root = tmp_path / "out"
+    for i in range(3):  # submissions of 1, 2 and 3 reviews
+        review(root, [(f"rec{i}-{j}", "night-0") for j in range(i + 1)], reject=False)
+    written = review_ids(root)
+    assert len(written) == 6
+    (first,) = compact_reviews(root, sealed_rows=10)
+    assert review_files(root) == [first] and review_ids(root) == written
+    assert len(covered(first)) == 3
+    for i in (3, 4):
+        review(root, [(f"rec{i}-{j}", "night-1") for j in range(i + 1)], reject=True)
+    written = review_ids(root)
+    # at 6 rows the first is sealed: only the two new submissions are folded
+    (second,) = compact_reviews(root, sealed_rows=6)
+    assert review_files(root) == [first, second] and review_ids(root) == written
+    assert compact_reviews(root, sealed_rows=6) == []  # nothing left to fold
+    # unsealed, both fold into one that names every file either held
+    refreshed = dt.datetime.now(dt.UTC)  # a catalog refresh between the second and the third
+    (third,) = compact_reviews(root)
+    assert review_files(root) == [third] and review_ids(root) == written
+    on_disk = sorted(p.name for p in (root / "reviews").glob("*.parquet"))
+    assert sorted(covered(third)) == sorted(set(on_disk) - {third.name})
+    assert sweep_reviews(root, None) == []  # no refresh since: the catalog lists them
+    # that refresh listed the first two compacted files: what they hold goes, they stay
+    swept = sweep_reviews(root, refreshed)
+    assert sorted(p.name for p in swept) == sorted(covered(first) + covered(second))
+    assert review_ids(root) == written
+    swept = sweep_reviews(root, dt.datetime.now(dt.UTC))
+    assert sorted(p.name for p in swept) == [first.name, second.name]
+    assert sorted((root / "reviews").glob("*.parquet")) == [third]
+    assert review_ids(root) == written
+    # many files fold into files of about sealed_rows each, never all at once
+    for i in range(5):
+        review(root, [(f"one{i}", "night-2")], reject=False)
+    written = review_ids(root)
+    folded = compact_reviews(root, sealed_rows=2)  # 2 + 2 rows, and one file left as it is
+    assert [len(covered(p)) for p in folded] == [2, 2] and len(review_files(root)) == 4
+    assert review_ids(root) == written
+    # a compacted file that does not say what it holds is refused, named
+    third.with_name("compacted-20260101T000000000000-x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(BadInputError, match="compacted-20260101T000000000000-x"):
+        review_files(root)
+
+
+def test_an_export_whose_review_files_were_swept_meanwhile_is_refused(
+    history, tmp_path, monkeypatch
+):
+    """An export lists the review files once, for all its batches; a landing that folds and
+    sweeps them meanwhile (it refreshes the catalog first) stops it with the refresh's
+    error, not a missing file."""
+    from pipeline.catalog import export_selection
+    from pipeline.catalog.export_selection import ExportError, select_records
+
+    store = copy_of(history, tmp_path / "out")
+    monkeypatch.setattr(export_selection, "BATCH_RECORDS", RECORDS)  # a batch a night
+    landed = []
+
+    def land(rows, dropped):  # as another process lands: this one's open catalog is the old
+        if not landed:
+            landed.append(compact_reviews(store.root))
+            store.refresh_catalog(artifacts(store.root))
+            landed.extend(sweep_reviews(store.root, dt.datetime.now(dt.UTC)))
+
+    with pytest.raises(ExportError, match="refreshed during the export"):
+        select_records(store.catalog_path, "accepted", on_batch=land)
+    assert len(landed[0]) == 1 and len(landed) == 3  # the compacted file, two swept

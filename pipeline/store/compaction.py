@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from pipeline.core.contracts import conform, read_shard
 from pipeline.core.io import content_key, write_parquet_parts_atomic
+from pipeline.store.reviews import compact_reviews, sweep_reviews
 from pipeline.store.store import (
     COMPACTED,
     DERIVED_FROM,
@@ -69,7 +70,9 @@ def compact_finished(store: Store) -> list[Compacted]:
     the manifests are read first, the run records only of runs with something to fold); the
     caller refreshes the catalog and then sweeps. A stopped or failed run is left as it is for
     its resume (were it resumed after compaction anyway, its new groups would follow the
-    compacted one and the next compaction would fold them in)."""
+    compacted one and the next compaction would fold them in). The review files are folded
+    too (compact_reviews), which sweep deletes in the same way."""
+    compact_reviews(store.root)
     done = []
     for run_id in store.run_ids():
         if not needs_compaction(store, run_id):
@@ -227,15 +230,15 @@ def catalog_refreshed_at(store: Store) -> dt.datetime | None:
 
 
 def sweep(store: Store) -> list[Path]:
-    """Delete the files compactions replaced, once the catalog no longer names them (it was
-    rebuilt after the compaction's line), and with them the dot-named leftovers a killed write
-    left in those runs' folders (no writer works in a finished run's folders); the deleted
-    paths. Every run is looked at: a compaction killed before its sweep is finished later.
-    A compaction's files go in reverse order, its first last: while that one exists, some
-    are left, and once it is gone the compaction was swept (a year of nights costs one
-    stat a compaction, not one per replaced file)."""
+    """Delete the files compactions replaced (runs' and reviews'), once the catalog no longer
+    names them (it was rebuilt after the compaction's line), and with them the dot-named
+    leftovers a killed write left in those runs' folders (no writer works in a finished run's
+    folders); the deleted paths. Every run is looked at: a compaction killed before its sweep
+    is finished later. A compaction's files go in reverse order, its first last: while that
+    one exists, some are left, and once it is gone the compaction was swept (a year of
+    nights costs one stat a compaction, not one per replaced file)."""
     before = catalog_refreshed_at(store)
-    gone = []
+    gone = sweep_reviews(store.root, before)
     for run_id in store.run_ids():
         for rel in _replaced(store, run_id, before):
             if not rel or not (store.root / rel[0]).exists():

@@ -9,25 +9,43 @@ catalog: they survive a catalog rebuild and every new night.
 The catalog lists the review files present at its last refresh; `attach_reviews` (called by
 every read-only connection) replaces that listing with the files on disk now, so a verdict is
 seen by SQL, audits and `curriculum export` the moment it is written, with no rebuild.
+
+A file a submission is a file for every connection to bind (about 10 KB of DuckDB state each:
+a year of daily reviewing is thousands), so landing compacts them (issue 28):
+`compact_reviews` folds the live files into one `compacted-*` file whose Parquet metadata
+names every file it holds, and from its rename on the listing (`review_files`) leaves those
+out; `sweep_reviews` deletes them once a catalog refresh no longer lists them. A compacted
+file of SEALED_ROWS rows is left as it is, so a compaction rewrites the reviews since, never
+all of them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from pipeline.core.contracts import conform
+from pipeline.core.contracts import conform, read_shard
 from pipeline.core.errors import BadInputError
-from pipeline.core.io import utcnow, write_parquet_atomic
+from pipeline.core.io import exclusive_lock, utcnow, write_parquet_atomic
 from pipeline.core.parquet_sql import files_select, path_list, sql_string
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
 
+log = logging.getLogger(__name__)
+
 REVIEWS_DIR = "reviews"
+COMPACTED_PREFIX = "compacted-"
+COVERS = b"curriculum.covers"  # a compacted file's metadata: the names of the files it holds
+SEALED_ROWS = 8_192  # a compacted file this large is not rewritten again
+_STAMP = "%Y%m%dT%H%M%S%f"  # a file name's first part: when it was written (UTC)
 MAX_NOTE = 2000  # characters of free text
 MAX_REVIEWER = 100
 
@@ -82,9 +100,91 @@ class Verdict:
         ]
 
 
-def review_files(root: Path) -> list[Path]:
-    """The committed review files (a dot-named file is a write in progress or a leftover)."""
+def _committed(root: Path) -> list[Path]:
+    """The review files written (a dot-named file is a write in progress or a leftover)."""
     return sorted(p for p in (root / REVIEWS_DIR).glob("*.parquet") if not p.name.startswith("."))
+
+
+def _compacted(files: Sequence[Path]) -> list[Path]:
+    return [p for p in files if p.name.startswith(COMPACTED_PREFIX)]
+
+
+def covered(path: Path) -> list[str]:
+    """The names of the review files a compacted one holds (transitively: a compaction that
+    folds a compacted file names what that one held too, so they may go in any order)."""
+    try:
+        return orjson.loads((pq.read_schema(path).metadata or {})[COVERS])
+    except (KeyError, orjson.JSONDecodeError, OSError, pa.ArrowException) as exc:
+        raise BadInputError(
+            f"{path}: not a compacted review file naming the files it holds ({exc})"
+        ) from None
+
+
+def review_files(root: Path) -> list[Path]:
+    """The live review files: those written, less those a compacted file holds."""
+    files = _committed(root)
+    held = {name for p in _compacted(files) for name in covered(p)}
+    return [p for p in files if p.name not in held]
+
+
+def _lock(root: Path) -> object:
+    return exclusive_lock(root / REVIEWS_DIR / ".compaction.lock")
+
+
+def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
+    """Fold the live review files (but sealed compacted ones) into compacted files of about
+    `sealed_rows` rows each, in name order (the last one smaller: the one the next landing
+    folds again); their paths. Two files or more make a compacted file, and one fold holds
+    at most `sealed_rows` plus one file's rows in memory. The rename is the switch: a kill
+    before it leaves the files as they were (and a dot-named leftover), after it the new
+    file alone is live. A submission written meanwhile is not listed, so not held: the next
+    compaction folds it."""
+    with _lock(root):
+        live = review_files(root)
+        size = {p: pq.read_metadata(p).num_rows for p in live}
+        sealed = {p for p in _compacted(live) if size[p] >= sealed_rows}
+        chunks, chunk, rows = [], [], 0
+        for p in (p for p in live if p not in sealed):
+            chunk.append(p)
+            rows += size[p]
+            if rows >= sealed_rows:
+                chunks.append(chunk)
+                chunk, rows = [], 0
+        return [_fold(root, c) for c in [*chunks, chunk] if len(c) >= 2]
+
+
+def _fold(root: Path, files: list[Path]) -> Path:
+    held = sorted({p.name for p in files} | {n for p in _compacted(files) for n in covered(p)})
+    rows = pa.concat_tables([read_shard(p, "reviews") for p in files])
+    rows = rows.sort_by([("reviewed_at", "ascending"), ("review_id", "ascending")])
+    meta = {**(rows.schema.metadata or {}), COVERS: orjson.dumps(held)}
+    name = f"{COMPACTED_PREFIX}{utcnow():{_STAMP}}-{uuid.uuid4().hex[:12]}.parquet"
+    path = root / REVIEWS_DIR / name
+    write_parquet_atomic(path, rows.replace_schema_metadata(meta), within=root)
+    log.info("compacted %d review files (%d reviews) into %s", len(files), rows.num_rows, name)
+    return path
+
+
+def sweep_reviews(root: Path, before: dt.datetime | None) -> list[Path]:
+    """Delete the files held by compactions written before `before` (the catalog's last
+    refresh, which listed the compacted files instead: None, no refresh yet), and the
+    leftovers of killed compactions; the deleted paths."""
+    if before is None or not (root / REVIEWS_DIR).is_dir():
+        return []
+    gone = []
+    with _lock(root):
+        for p in _compacted(_committed(root)):
+            stamp = p.name.removeprefix(COMPACTED_PREFIX).split("-", 1)[0]
+            if dt.datetime.strptime(stamp, _STAMP).replace(tzinfo=dt.UTC) >= before:
+                continue
+            for name in covered(p):
+                held = p.parent / name
+                if held.exists():
+                    held.unlink()
+                    gone.append(held)
+        for leftover in (root / REVIEWS_DIR).glob(f".{COMPACTED_PREFIX}*"):
+            leftover.unlink(missing_ok=True)
+    return gone
 
 
 def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str]]) -> Path:
@@ -136,11 +236,16 @@ def scope_reviews(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
 
 
 __all__ = [
+    "COMPACTED_PREFIX",
     "REVIEWS_DIR",
+    "SEALED_ROWS",
     "ReviewError",
     "Verdict",
     "attach_reviews",
+    "compact_reviews",
+    "covered",
     "review_files",
     "scope_reviews",
+    "sweep_reviews",
     "write_reviews",
 ]
