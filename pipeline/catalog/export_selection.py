@@ -273,7 +273,7 @@ class _Snapshot:
     def list_reviews(self, con: duckdb.DuckDBPyConnection) -> None:
         root = store_root(con)  # a catalog from before: it attaches no reviews
         if root is not None:
-            self.reviews = review_files(root)
+            self.reviews = review_files(root, con)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         con = open_catalog(self.catalog, self.reviews)

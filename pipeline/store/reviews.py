@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.core.contracts import conform, read_shard
-from pipeline.core.errors import BadInputError
+from pipeline.core.errors import BadInputError, first_line
 from pipeline.core.io import exclusive_lock, utcnow, write_parquet_atomic
 from pipeline.core.parquet_sql import files_select, path_list, sql_string
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
@@ -109,21 +109,50 @@ def _compacted(files: Sequence[Path]) -> list[Path]:
     return [p for p in files if p.name.startswith(COMPACTED_PREFIX)]
 
 
-def covered(path: Path) -> list[str]:
-    """The names of the review files a compacted one holds (transitively: a compaction that
-    folds a compacted file names what that one held too, so they may go in any order)."""
+def holdings(
+    files: Sequence[Path], con: duckdb.DuckDBPyConnection | None = None
+) -> dict[Path, list[str]]:
+    """Each compacted file of `files` and the names of the review files it holds
+    (transitively: a compaction that folds a compacted file names what that one held too,
+    so they may go in any order). Read by DuckDB, on a reader's own connection (`con`) or an
+    in-memory one: pyarrow's Parquet reader would add 7 MB to every reader's process."""
+    compacted = _compacted(files)
+    if not compacted:
+        return {}
+    db = duckdb.connect() if con is None else con
     try:
-        return orjson.loads((pq.read_schema(path).metadata or {})[COVERS])
-    except (KeyError, orjson.JSONDecodeError, OSError, pa.ArrowException) as exc:
-        raise BadInputError(
-            f"{path}: not a compacted review file naming the files it holds ({exc})"
-        ) from None
+        rows = db.execute(
+            "SELECT file_name, value FROM parquet_kv_metadata(?) WHERE key = ?",
+            [[str(p) for p in compacted], COVERS],
+        ).fetchall()
+    except duckdb.Error as exc:
+        names = ", ".join(p.name for p in compacted)
+        raise BadInputError(f"{compacted[0].parent}: {names}: {first_line(exc)}") from None
+    finally:
+        if con is None:
+            db.close()
+    found = {Path(name): value for name, value in rows}
+    out = {}
+    for path in compacted:
+        try:
+            out[path] = orjson.loads(found[path])
+        except (KeyError, orjson.JSONDecodeError):
+            raise BadInputError(
+                f"{path}: a compacted review file that does not name the files it holds"
+            ) from None
+    return out
 
 
-def review_files(root: Path) -> list[Path]:
-    """The live review files: those written, less those a compacted file holds."""
+def covered(path: Path) -> list[str]:
+    """The names of the review files the compacted file `path` holds."""
+    return holdings([path])[path]
+
+
+def review_files(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[Path]:
+    """The live review files: those written, less those a compacted file holds (`con`: the
+    reader's connection, see holdings)."""
     files = _committed(root)
-    held = {name for p in _compacted(files) for name in covered(p)}
+    held = {name for names in holdings(files, con).values() for name in names}
     return [p for p in files if p.name not in held]
 
 
@@ -141,7 +170,7 @@ def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
     compaction folds it."""
     with _lock(root):
         live = review_files(root)
-        size = {p: pq.read_metadata(p).num_rows for p in live}
+        size = {p: pq.read_metadata(p).num_rows for p in live}  # the writer reads with pyarrow
         sealed = {p for p in _compacted(live) if size[p] >= sealed_rows}
         chunks, chunk, rows = [], [], 0
         for p in (p for p in live if p not in sealed):
@@ -154,7 +183,7 @@ def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
 
 
 def _fold(root: Path, files: list[Path]) -> Path:
-    held = sorted({p.name for p in files} | {n for p in _compacted(files) for n in covered(p)})
+    held = sorted({p.name for p in files} | {n for ns in holdings(files).values() for n in ns})
     rows = pa.concat_tables([read_shard(p, "reviews") for p in files])
     rows = rows.sort_by([("reviewed_at", "ascending"), ("review_id", "ascending")])
     meta = {**(rows.schema.metadata or {}), COVERS: orjson.dumps(held)}
@@ -173,11 +202,11 @@ def sweep_reviews(root: Path, before: dt.datetime | None) -> list[Path]:
         return []
     gone = []
     with _lock(root):
-        for p in _compacted(_committed(root)):
+        for p, names in holdings(_committed(root)).items():
             stamp = p.name.removeprefix(COMPACTED_PREFIX).split("-", 1)[0]
             if dt.datetime.strptime(stamp, _STAMP).replace(tzinfo=dt.UTC) >= before:
                 continue
-            for name in covered(p):
+            for name in names:
                 held = p.parent / name
                 if held.exists():
                     held.unlink()
@@ -205,7 +234,7 @@ def attach_reviews(
     listing made before, which a reader's later connections share): a temporary view, which
     the catalog's views read in place of the listing made at refresh; the listing itself is
     `_reviews_listed`, which `scope_reviews` narrows."""
-    files = review_files(root) if files is None else files
+    files = review_files(root, con) if files is None else files
     if not files:
         return
     select = files_select(path_list(files), hive=False, empty="_empty_reviews")
@@ -244,6 +273,7 @@ __all__ = [
     "attach_reviews",
     "compact_reviews",
     "covered",
+    "holdings",
     "review_files",
     "scope_reviews",
     "sweep_reviews",
