@@ -179,9 +179,10 @@ def build(a: argparse.Namespace, sizes: list[int]) -> dict[int, dict[str, float]
 # ---- operations (each in its own process) -------------------------------------------------
 def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
     """Nights n, n+1, ... (--landings of them) on top of nights 0..n-1, each landed as
-    `land_stage` lands a night: its shards drawn first (untimed), then committed, its
-    compaction, the catalog refresh, the sweep of what the compaction replaced; then its
-    report. Each row is the median over the landings (one landing varies by 0.2 s)."""
+    `land_stage` lands a night: its shards drawn and the day's review submission written
+    first (untimed), then committed, its compaction (the reviews' fold too), the catalog
+    refresh, the sweep of what the compaction replaced; then its report. Each row is the
+    median over the landings (one landing varies by 0.2 s)."""
     from pipeline.catalog.report import write_run_report
     from pipeline.store.compaction import compact_finished, sweep
 
@@ -189,7 +190,12 @@ def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
     times: dict[str, list[float]] = {}
     for night in range(n, n + a.landings):
         groups = night_tables(c, night, a.records_per_night, a.shard_size, a.seed)
-        store, t0 = Store(root, root / "curriculum.duckdb"), time.perf_counter()
+        store = Store(root, root / "curriculum.duckdb")
+        # the day's review submission, of the night before's records (landing folds it)
+        yesterday = store.read_run_table(run_name(night - 1), "curriculum").slice(0, 100)
+        review(root, list(zip(*yesterday.select(["record_id", "run_id"]).to_pydict().values(),
+                              strict=True)), reject=False)  # fmt: skip
+        t0 = time.perf_counter()
         write_night(store, c, night, a.records_per_night, a.shard_size, a.seed, groups)
         t1 = time.perf_counter()
         compact_finished(store)
