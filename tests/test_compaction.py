@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,7 @@ from synthetic_store import Corpus, review, run_name, write_artifacts, write_nig
 from pipeline.catalog.audit import AUDITS  # noqa: E402
 from pipeline.catalog.export import export_curriculum  # noqa: E402
 from pipeline.core.errors import BadInputError  # noqa: E402
+from pipeline.store import reviews  # noqa: E402
 from pipeline.store.compaction import (  # noqa: E402
     compact_finished,
     compact_run,
@@ -38,6 +40,7 @@ from pipeline.store.compaction import (  # noqa: E402
 from pipeline.store.reviews import (  # noqa: E402
     compact_reviews,
     covered,
+    holdings,
     review_files,
     sweep_reviews,
 )
@@ -164,7 +167,10 @@ def ask_again(store: Store, picked: str, params: list) -> list[dict]:
     return rows
 
 
-def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(history, tmp_path):
+def test_compaction_keeps_every_audit_and_export_and_leaves_one_file_per_table(
+    history, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(reviews, "GRACE", dt.timedelta(0))  # the folded files go at once
     store = copy_of(history, tmp_path / "out")
     before = answers(store, tmp_path / "before")
     reviews_before = sorted(store.root.glob("reviews/*.parquet"))
@@ -318,9 +324,12 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from test_compaction import artifacts
+    import datetime as dt
+    from pipeline.store import reviews
     from pipeline.store.compaction import compact_finished, sweep
     from pipeline.store.store import Store
 
+    reviews.GRACE = dt.timedelta(0)  # the review files a fold held go at once
     kill_at, calls = int(sys.argv[2]), [0]
     def armed(fn):
         def call(*a, **kw):
@@ -356,9 +365,9 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
     assert total > 20  # files written, renamed and synced, a manifest line, a catalog, deletes
     with connect_readonly(history / "curriculum.duckdb") as con:
         expected = sorted(con.execute("SELECT record_id FROM curriculum").fetchall())
-        reviews = sorted(con.execute("SELECT review_id FROM reviews").fetchall())
-    assert len(reviews) == 12
-    # the first two calls fold the reviews (fsync, rename), the last ones sweep
+        want_reviews = sorted(con.execute("SELECT review_id FROM reviews").fetchall())
+    assert len(want_reviews) == 12
+    # the first two calls fold the reviews (fsync, rename), the last ones sweep the reviews
     points = sorted({0, 1, total // 3, 2 * total // 3, total - 2, total - 1})
     for k in points:
         store = copy_of(history, tmp_path / f"kill-{k}")
@@ -372,7 +381,8 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
             got_reviews = sorted(con.execute("SELECT review_id FROM reviews").fetchall())
         assert got == expected, k
         assert facts == [(len(expected),)], k
-        assert got_reviews == reviews, k
+        assert got_reviews == want_reviews, k
+        assert review_ids(store.root) == [r for (r,) in want_reviews], k
         # and a rerun finishes: every run compacted, nothing replaced left on disk
         p = child(store.root, -1)
         assert p.returncode == 0, (k, p.stderr[-500:])
@@ -386,7 +396,7 @@ def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(history, t
         assert left == ["compacted-"], k  # no leftover of a killed write either
         with connect_readonly(store.catalog_path) as con:
             assert sorted(con.execute("SELECT record_id FROM curriculum").fetchall()) == expected
-            assert sorted(con.execute("SELECT review_id FROM reviews").fetchall()) == reviews
+            assert sorted(con.execute("SELECT review_id FROM reviews").fetchall()) == want_reviews
         shutil.rmtree(store.root)
 
 
@@ -777,14 +787,18 @@ def test_reviews_fold_into_compacted_files_that_hold_each_review_once(tmp_path):
     on_disk = sorted(p.name for p in (root / "reviews").glob("*.parquet"))
     assert sorted(covered(third)) == sorted(set(on_disk) - {third.name})
     assert sweep_reviews(root, None) == []  # no refresh since: the catalog lists them
+    now, zero = dt.datetime.now(dt.UTC), dt.timedelta(0)
+    assert sweep_reviews(root, now) == []  # folded less than GRACE ago: earlier readers
     # that refresh listed the first two compacted files: what they hold goes, they stay
-    swept = sweep_reviews(root, refreshed)
+    swept = sweep_reviews(root, refreshed, zero)
     assert sorted(p.name for p in swept) == sorted(covered(first) + covered(second))
     assert review_ids(root) == written
-    swept = sweep_reviews(root, dt.datetime.now(dt.UTC))
+    swept = sweep_reviews(root, dt.datetime.now(dt.UTC), zero)
     assert sorted(p.name for p in swept) == [first.name, second.name]
     assert sorted((root / "reviews").glob("*.parquet")) == [third]
     assert review_ids(root) == written
+    # a reader that listed them before that sweep: what they held, the third holds
+    assert holdings([first, second, third]) == {third: covered(third)}
     # many files fold into files of about sealed_rows each, never all at once
     for i in range(5):
         review(root, [(f"one{i}", "night-2")], reject=False)
@@ -793,30 +807,39 @@ def test_reviews_fold_into_compacted_files_that_hold_each_review_once(tmp_path):
     assert [len(covered(p)) for p in folded] == [2, 2] and len(review_files(root)) == 4
     assert review_ids(root) == written
     # a compacted file that does not say what it holds is refused, named
-    third.with_name("compacted-20260101T000000000000-x.parquet").write_bytes(b"PAR1")
-    with pytest.raises(BadInputError, match="compacted-20260101T000000000000-x"):
+    bare = third.with_name("compacted-20260101T000000000000-y.parquet")
+    pq.write_table(pq.read_table(third).replace_schema_metadata({}), bare)
+    with pytest.raises(BadInputError, match=r"-y\.parquet: a compacted review file that does not"):
+        review_files(root)
+    bare.write_bytes(b"PAR1")  # nor one that is no Parquet file
+    with pytest.raises(BadInputError, match=r"-y\.parquet: Invalid Input Error"):
         review_files(root)
 
 
-def test_an_export_whose_review_files_were_swept_meanwhile_is_refused(
-    history, tmp_path, monkeypatch
-):
-    """An export lists the review files once, for all its batches; a landing that folds and
-    sweeps them meanwhile (it refreshes the catalog first) stops it with the refresh's
-    error, not a missing file."""
-    from pipeline.catalog import export_selection
-    from pipeline.catalog.export_selection import ExportError, select_records
-
+def test_a_reader_that_listed_the_review_files_before_a_landing_reads_them_after(history, tmp_path):
+    """Landing folds the review files, and its sweep deletes what the fold held only a GRACE
+    later: a connection that listed them before (an export's batches, a `curriculum sql`
+    session, the SQL worker) reads the same reviews after the landing, a new one reads them
+    from the fold. (The landing's sweep is called as another process would: this one's open
+    connection keeps the old catalog file open, and DuckDB would hand it to the sweep.)"""
     store = copy_of(history, tmp_path / "out")
-    monkeypatch.setattr(export_selection, "BATCH_RECORDS", RECORDS)  # a batch a night
-    landed = []
-
-    def land(rows, dropped):  # as another process lands: this one's open catalog is the old
-        if not landed:
-            landed.append(compact_reviews(store.root))
-            store.refresh_catalog(artifacts(store.root))
-            landed.extend(sweep_reviews(store.root, dt.datetime.now(dt.UTC)))
-
-    with pytest.raises(ExportError, match="refreshed during the export"):
-        select_records(store.catalog_path, "accepted", on_batch=land)
-    assert len(landed[0]) == 1 and len(landed) == 3  # the compacted file, two swept
+    store.refresh_catalog(artifacts(store.root))  # the copy's own reviews, not the history's
+    files = sorted(p.name for p in (store.root / "reviews").glob("*.parquet"))
+    sql = "SELECT review_id, verdict FROM reviews ORDER BY review_id"
+    with connect_readonly(store.catalog_path) as earlier:
+        want = earlier.execute(sql).fetchall()
+        assert len(want) == 12 and len(files) == 2
+        (folded,) = compact_reviews(store.root)
+        store.refresh_catalog(artifacts(store.root))
+        assert sweep_reviews(store.root, dt.datetime.now(dt.UTC)) == []
+        assert earlier.execute(sql).fetchall() == want
+        with connect_readonly(store.catalog_path) as later:
+            assert later.execute(sql).fetchall() == want
+        assert review_files(store.root) == [folded] and sorted(covered(folded)) == files
+        # a GRACE later they go, and a reader listed before the fold could not read them
+        swept = sweep_reviews(store.root, dt.datetime.now(dt.UTC), dt.timedelta(0))
+        assert sorted(p.name for p in swept) == files
+        with pytest.raises(duckdb.IOException):
+            earlier.execute(sql).fetchall()
+    with connect_readonly(store.catalog_path) as later:
+        assert later.execute(sql).fetchall() == want

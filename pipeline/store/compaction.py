@@ -230,15 +230,16 @@ def catalog_refreshed_at(store: Store) -> dt.datetime | None:
 
 
 def sweep(store: Store) -> list[Path]:
-    """Delete the files compactions replaced (runs' and reviews'), once the catalog no longer
-    names them (it was rebuilt after the compaction's line), and with them the dot-named
-    leftovers a killed write left in those runs' folders (no writer works in a finished run's
-    folders); the deleted paths. Every run is looked at: a compaction killed before its sweep
-    is finished later. A compaction's files go in reverse order, its first last: while that
-    one exists, some are left, and once it is gone the compaction was swept (a year of
-    nights costs one stat a compaction, not one per replaced file)."""
+    """Delete the files compactions replaced (runs', and reviews' a day later: see
+    reviews.sweep_reviews), once the catalog no longer names them (it was rebuilt after the
+    compaction's line), and with them the dot-named leftovers a killed write left in those
+    runs' folders (no writer works in a finished run's folders); the deleted paths. Every
+    run is looked at: a compaction killed before its sweep is finished later. A
+    compaction's files go in reverse order, its first last: while that one exists, some are
+    left, and once it is gone the compaction was swept (a year of nights costs one stat a
+    compaction, not one per replaced file)."""
     before = catalog_refreshed_at(store)
-    gone = sweep_reviews(store.root, before)
+    gone = []
     for run_id in store.run_ids():
         for rel in _replaced(store, run_id, before):
             if not rel or not (store.root / rel[0]).exists():
@@ -251,7 +252,7 @@ def sweep(store: Store) -> list[Path]:
             for folder in {p.parent for p in paths}:
                 for leftover in folder.glob(".*.tmp-*"):
                     leftover.unlink(missing_ok=True)
-    return gone
+    return gone + sweep_reviews(store.root, before)
 
 
 __all__ = [

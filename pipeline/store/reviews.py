@@ -1,22 +1,23 @@
 """Reviews (issue 27): a person's accept/reject verdicts on curriculum records.
 
-Append-only: each submission (one record, or a bulk action over many) is one new Parquet file
-under <out>/reviews/, written through the io layer (temporary name, fsync, rename), so a crash
-or a concurrent catalog rebuild never loses or half-writes one, and nothing is rewritten. The
-latest verdict per record wins (view `review_latest`). The files live in the store, not the
-catalog: they survive a catalog rebuild and every new night.
+Each submission (one record, or a bulk action over many) is one new Parquet file under
+<out>/reviews/, written through the io layer (temporary name, fsync, rename), so a crash or a
+concurrent catalog rebuild never loses or half-writes one; a verdict is never edited, a later
+one wins (view `review_latest`). The files live in the store, not the catalog: they survive a
+catalog rebuild and every new night.
 
 The catalog lists the review files present at its last refresh; `attach_reviews` (called by
 every read-only connection) replaces that listing with the files on disk now, so a verdict is
 seen by SQL, audits and `curriculum export` the moment it is written, with no rebuild.
 
 A file a submission is a file for every connection to bind (about 10 KB of DuckDB state each:
-a year of daily reviewing is thousands), so landing compacts them (issue 28):
-`compact_reviews` folds the live files into one `compacted-*` file whose Parquet metadata
-names every file it holds, and from its rename on the listing (`review_files`) leaves those
-out; `sweep_reviews` deletes them once a catalog refresh no longer lists them. A compacted
-file of SEALED_ROWS rows is left as it is, so a compaction rewrites the reviews since, never
-all of them.
+a year of daily reviewing is thousands), so landing folds them (issue 28): `compact_reviews`
+writes the live files' rows into `compacted-*` files whose Parquet metadata names every file
+each holds, and from its rename on the listing (`review_files`) leaves those out. A compacted
+file of SEALED_ROWS rows is left as it is, so a fold rewrites the reviews since, never all of
+them. `sweep_reviews` deletes the held files a GRACE after the fold, and only once a catalog
+refresh listed the compacted file instead: a reader that listed them before the fold (an
+export, a `curriculum sql` session, a browser request) reads them until then.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ REVIEWS_DIR = "reviews"
 COMPACTED_PREFIX = "compacted-"
 COVERS = b"curriculum.covers"  # a compacted file's metadata: the names of the files it holds
 SEALED_ROWS = 8_192  # a compacted file this large is not rewritten again
+GRACE = dt.timedelta(hours=24)  # how long the files a fold held stay for earlier readers
 _STAMP = "%Y%m%dT%H%M%S%f"  # a file name's first part: when it was written (UTC)
 MAX_NOTE = 2000  # characters of free text
 MAX_REVIEWER = 100
@@ -121,26 +123,41 @@ def holdings(
         return {}
     db = duckdb.connect() if con is None else con
     try:
-        rows = db.execute(
-            "SELECT file_name, value FROM parquet_kv_metadata(?) WHERE key = ?",
-            [[str(p) for p in compacted], COVERS],
-        ).fetchall()
-    except duckdb.Error as exc:
-        names = ", ".join(p.name for p in compacted)
-        raise BadInputError(f"{compacted[0].parent}: {names}: {first_line(exc)}") from None
+        try:
+            rows = _covers(db, compacted)
+        except duckdb.Error:
+            # a sweep deleted one since it was listed: what it held, a newer one holds too
+            compacted = [p for p in compacted if p.exists()]
+            rows = _covers(db, compacted)
+    except duckdb.Error:
+        for path in compacted:  # name the file at fault
+            try:
+                _covers(db, [path])
+            except duckdb.Error as exc:
+                raise BadInputError(f"{path}: {first_line(exc)}") from None
+        raise
     finally:
         if con is None:
             db.close()
-    found = {Path(name): value for name, value in rows}
     out = {}
     for path in compacted:
         try:
-            out[path] = orjson.loads(found[path])
+            out[path] = orjson.loads(rows[path])
         except (KeyError, orjson.JSONDecodeError):
             raise BadInputError(
                 f"{path}: a compacted review file that does not name the files it holds"
             ) from None
     return out
+
+
+def _covers(con: duckdb.DuckDBPyConnection, files: Sequence[Path]) -> dict[Path, bytes]:
+    if not files:
+        return {}
+    rows = con.execute(
+        "SELECT file_name, value FROM parquet_kv_metadata(?) WHERE key = ?",
+        [[str(p) for p in files], COVERS],
+    ).fetchall()
+    return {Path(name): value for name, value in rows}
 
 
 def covered(path: Path) -> list[str]:
@@ -194,17 +211,19 @@ def _fold(root: Path, files: list[Path]) -> Path:
     return path
 
 
-def sweep_reviews(root: Path, before: dt.datetime | None) -> list[Path]:
-    """Delete the files held by compactions written before `before` (the catalog's last
-    refresh, which listed the compacted files instead: None, no refresh yet), and the
-    leftovers of killed compactions; the deleted paths."""
+def sweep_reviews(
+    root: Path, before: dt.datetime | None, grace: dt.timedelta | None = None
+) -> list[Path]:
+    """Delete the files held by folds written before `before` (the catalog's last refresh,
+    which listed the compacted files instead: None, no refresh yet) and `grace` (default
+    GRACE) ago, and the leftovers of killed folds; the deleted paths."""
     if before is None or not (root / REVIEWS_DIR).is_dir():
         return []
+    cutoff = min(before, utcnow() - (GRACE if grace is None else grace))
     gone = []
     with _lock(root):
         for p, names in holdings(_committed(root)).items():
-            stamp = p.name.removeprefix(COMPACTED_PREFIX).split("-", 1)[0]
-            if dt.datetime.strptime(stamp, _STAMP).replace(tzinfo=dt.UTC) >= before:
+            if _written_at(p) >= cutoff:
                 continue
             for name in names:
                 held = p.parent / name
@@ -214,6 +233,17 @@ def sweep_reviews(root: Path, before: dt.datetime | None) -> list[Path]:
         for leftover in (root / REVIEWS_DIR).glob(f".{COMPACTED_PREFIX}*"):
             leftover.unlink(missing_ok=True)
     return gone
+
+
+def _written_at(path: Path) -> dt.datetime:
+    stamp = path.name.removeprefix(COMPACTED_PREFIX).split("-", 1)[0]
+    try:
+        return dt.datetime.strptime(stamp, _STAMP).replace(tzinfo=dt.UTC)
+    except ValueError:
+        raise BadInputError(
+            f"{path}: a compacted review file's name starts with when it was written "
+            f"({COMPACTED_PREFIX}YYYYmmddTHHMMSSffffff-...)"
+        ) from None
 
 
 def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str]]) -> Path:
@@ -266,6 +296,7 @@ def scope_reviews(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
 
 __all__ = [
     "COMPACTED_PREFIX",
+    "GRACE",
     "REVIEWS_DIR",
     "SEALED_ROWS",
     "ReviewError",
