@@ -806,6 +806,10 @@ def test_reviews_fold_into_compacted_files_that_hold_each_review_once(tmp_path):
     folded = compact_reviews(root, sealed_rows=2)  # 2 + 2 rows, and one file left as it is
     assert [len(covered(p)) for p in folded] == [2, 2] and len(review_files(root)) == 4
     assert review_ids(root) == written
+    # a fold names what its files hold only while it is on disk: the third's swept files not
+    (last,) = compact_reviews(root)
+    on_disk = {p.name for p in (root / "reviews").glob("*.parquet")}
+    assert set(covered(last)) == on_disk - {last.name} and review_ids(root) == written
     # a compacted file that does not say what it holds is refused, named
     bare = third.with_name("compacted-20260101T000000000000-y.parquet")
     pq.write_table(pq.read_table(third).replace_schema_metadata({}), bare)

@@ -200,7 +200,12 @@ def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
 
 
 def _fold(root: Path, files: list[Path]) -> Path:
-    held = sorted({p.name for p in files} | {n for ns in holdings(files).values() for n in ns})
+    """One compacted file of `files`' rows, holding them and what they hold that is still on
+    disk: a name swept since can never come back (names are unique), so the lists stay a
+    day or two of files long instead of naming every submission ever folded."""
+    present = {p.name for p in _committed(root)}
+    inherited = {n for ns in holdings(files).values() for n in ns if n in present}
+    held = sorted({p.name for p in files} | inherited)
     rows = pa.concat_tables([read_shard(p, "reviews") for p in files])
     rows = rows.sort_by([("reviewed_at", "ascending"), ("review_id", "ascending")])
     meta = {**(rows.schema.metadata or {}), COVERS: orjson.dumps(held)}
