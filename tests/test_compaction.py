@@ -24,7 +24,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from synthetic_store import Corpus, review, run_name, write_artifacts, write_night  # noqa: E402
+from synthetic_store import (  # noqa: E402
+    Corpus,
+    artifacts,
+    review,
+    run_name,
+    write_artifacts,
+    write_night,
+)
 
 from pipeline.catalog.audit import AUDITS  # noqa: E402
 from pipeline.catalog.export import export_curriculum  # noqa: E402
@@ -39,7 +46,6 @@ from pipeline.store.compaction import (  # noqa: E402
 )
 from pipeline.store.reviews import (  # noqa: E402
     compact_reviews,
-    covered,
     holdings,
     review_files,
     sweep_reviews,
@@ -47,13 +53,6 @@ from pipeline.store.reviews import (  # noqa: E402
 from pipeline.store.store import COMPACTED, ShardFile, Store, connect_readonly  # noqa: E402
 
 NIGHTS, RECORDS, SHARD = 3, 120, 40
-
-
-def artifacts(root: Path) -> dict[str, list[Path]]:
-    return {
-        "passages": [root / "index/passages.parquet"],
-        "subgraphs": [root / "kg/subgraphs.parquet"],
-    }
 
 
 def build(root: Path) -> Store:
@@ -751,6 +750,11 @@ def test_the_browser_follows_a_rebuilt_catalog_with_an_index_of_its_own(history,
     with connect_readonly(store.catalog_path) as con:
         want = con.execute("SELECT * FROM record_index ORDER BY record_id").fetchall()
     assert after.execute("SELECT * FROM record_index ORDER BY record_id").fetchall() == want
+
+
+def covered(path: Path) -> list[str]:
+    """The names of the review files the compacted file `path` holds."""
+    return holdings([path])[path]
 
 
 def review_ids(root: Path) -> list[str]:

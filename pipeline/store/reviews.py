@@ -160,16 +160,15 @@ def _covers(con: duckdb.DuckDBPyConnection, files: Sequence[Path]) -> dict[Path,
     return {Path(name): value for name, value in rows}
 
 
-def covered(path: Path) -> list[str]:
-    """The names of the review files the compacted file `path` holds."""
-    return holdings([path])[path]
-
-
 def review_files(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[Path]:
     """The live review files: those written, less those a compacted file holds (`con`: the
     reader's connection, see holdings)."""
     files = _committed(root)
-    held = {name for names in holdings(files, con).values() for name in names}
+    return _live(files, holdings(files, con))
+
+
+def _live(files: Sequence[Path], held_by: dict[Path, list[str]]) -> list[Path]:
+    held = {name for names in held_by.values() for name in names}
     return [p for p in files if p.name not in held]
 
 
@@ -186,7 +185,9 @@ def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
     file alone is live. A submission written meanwhile is not listed, so not held: the next
     compaction folds it."""
     with _lock(root):
-        live = review_files(root)
+        present = _committed(root)
+        held_by = holdings(present)  # read once: each fold's files inherit from it
+        live = _live(present, held_by)
         size = {p: pq.read_metadata(p).num_rows for p in live}  # the writer reads with pyarrow
         sealed = {p for p in _compacted(live) if size[p] >= sealed_rows}
         chunks, chunk, rows = [], [], 0
@@ -196,15 +197,16 @@ def compact_reviews(root: Path, sealed_rows: int = SEALED_ROWS) -> list[Path]:
             if rows >= sealed_rows:
                 chunks.append(chunk)
                 chunk, rows = [], 0
-        return [_fold(root, c) for c in [*chunks, chunk] if len(c) >= 2]
+        names = {p.name for p in present}
+        return [_fold(root, c, held_by, names) for c in [*chunks, chunk] if len(c) >= 2]
 
 
-def _fold(root: Path, files: list[Path]) -> Path:
-    """One compacted file of `files`' rows, holding them and what they hold that is still on
-    disk: a name swept since can never come back (names are unique), so the lists stay a
-    day or two of files long instead of naming every submission ever folded."""
-    present = {p.name for p in _committed(root)}
-    inherited = {n for ns in holdings(files).values() for n in ns if n in present}
+def _fold(root: Path, files: list[Path], held_by: dict[Path, list[str]], present: set[str]) -> Path:
+    """One compacted file of `files`' rows, holding them and what they hold (`held_by`) that
+    is still on disk (`present`): a name swept since can never come back (names are
+    unique), so the lists stay a day or two of files long instead of naming every
+    submission ever folded."""
+    inherited = {n for p in files for n in held_by.get(p, ()) if n in present}
     held = sorted({p.name for p in files} | inherited)
     rows = pa.concat_tables([read_shard(p, "reviews") for p in files])
     rows = rows.sort_by([("reviewed_at", "ascending"), ("review_id", "ascending")])
@@ -308,7 +310,6 @@ __all__ = [
     "Verdict",
     "attach_reviews",
     "compact_reviews",
-    "covered",
     "holdings",
     "review_files",
     "scope_reviews",
