@@ -58,6 +58,7 @@ import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
 from synthetic_store import (  # noqa: E402
     Corpus,
+    artifacts,
     night_tables,
     review,
     run_name,
@@ -113,13 +114,6 @@ def compacted(root: Path) -> tuple[Path, float]:
     marker.write_text(json.dumps({"compact_s": took}))
     print(f"compacted {out} in {took:.0f} s", flush=True)
     return out, took
-
-
-def artifacts(root: Path) -> dict[str, list[Path]]:
-    return {
-        "passages": [root / "index/passages.parquet"],
-        "subgraphs": [root / "kg/subgraphs.parquet"],
-    }
 
 
 # ---- building -----------------------------------------------------------------------------

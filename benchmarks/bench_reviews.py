@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from synthetic_store import Corpus, review, write_artifacts, write_night  # noqa: E402
+from synthetic_store import Corpus, artifacts, review, write_artifacts, write_night  # noqa: E402
 
 from pipeline.store.store import Store  # noqa: E402
 
@@ -48,10 +48,6 @@ NIGHTS, RECORDS = 3, 400
 
 def peak_mb() -> float:
     return int(re.search(r"VmHWM:\s+(\d+)", Path("/proc/self/status").read_text())[1]) / 1024
-
-
-def artifacts(root: Path) -> dict[str, list[Path]]:
-    return {"passages": [root / "index/passages.parquet"]}
 
 
 def child(op: str, root: Path) -> dict[str, float]:

@@ -101,6 +101,14 @@ def build(root: Path, a: argparse.Namespace) -> None:
         review(root, picked[i : i + 100], reject=i % 1000 == 0)
 
 
+def artifacts(root: Path) -> dict[str, list[Path]]:
+    """The files write_artifacts writes, as a catalog refresh takes them."""
+    return {
+        "passages": [root / "index/passages.parquet"],
+        "subgraphs": [root / "kg/subgraphs.parquet"],
+    }
+
+
 def write_artifacts(root: Path, c: Corpus) -> None:
     """The non-sharded files every run refers to: the passage index and the KG subgraphs."""
     n = len(c.pids)
