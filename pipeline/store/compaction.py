@@ -32,8 +32,8 @@ from pipeline.store.store import (
     Listed,
     ShardFile,
     Store,
-    build_catalog,
     live_groups,
+    macro_catalog,
 )
 from schemas.tables import schema_for
 
@@ -157,6 +157,9 @@ DERIVED_SQL = {
     "ORDER BY verifier_v DESC NULLS LAST, record_id",
     "control_facts": "SELECT * FROM verifier_controls_of('control_scores') ORDER BY method",
 }
+# The views.sql macros that SQL calls, with those they call (macro_catalog creates these alone).
+DERIVED_MACROS = ("norm_articles", "norm", "verifier_thresholds_of", "record_facts_of",
+                  "verifier_controls_of")  # fmt: skip
 
 
 def _derived(
@@ -168,7 +171,7 @@ def _derived(
     listing = [Listed(run_id, f.table, store.root / f.path, True, f.rows) for f in folded]
     out = []
     with duckdb.connect() as con:
-        build_catalog(con, listing, [], {}, materialise=False)
+        macro_catalog(con, listing, DERIVED_MACROS)
         for table, sources in DERIVED_FROM.items():
             if tables is not None and table not in tables:
                 continue

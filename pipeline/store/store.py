@@ -421,7 +421,6 @@ def build_catalog(
     runs: list[Path],
     artifacts: dict[str, list[Path]],
     index_root: Path | None = None,
-    materialise: bool = True,
 ) -> None:
     """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
     no files gets an empty view with the contract's columns), then views.sql. A derived table
@@ -434,8 +433,7 @@ def build_catalog(
     against the contract, and `union_by_name` is off). The base views then list every file,
     and the tables views.sql materialises are computed over them (the duplicate ranking, the
     evidence check, the audits' per-run results), from the store's run indexes under
-    `index_root` (a store's root) where one is given; not at all without `materialise` (a
-    compaction's catalog of one run, which only runs views.sql's macros)."""
+    `index_root` (a store's root) where one is given."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
@@ -471,8 +469,6 @@ def build_catalog(
                 "UNION ALL BY NAME SELECT * FROM _kg_rejects"
             )
             con.execute(sql)
-    if not materialise:
-        return
     _materialise(con, listing, artifacts["passages"], sql, index_root)
     # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs),
     # with their rows as the manifests say (a run record is one row).
@@ -489,6 +485,21 @@ def build_catalog(
     for path, (run_id, _) in run_of.items():
         own.setdefault(run_id, []).append(path)
     materialise_run_results(con, index_root, own, artifacts, {"views": sql})
+
+
+def macro_catalog(
+    con: duckdb.DuckDBPyConnection, listing: list[Listed], macros: Sequence[str]
+) -> None:
+    """What a run's compaction computes its derived tables by: base views over `listing`'s
+    tables, as the catalog's, and views.sql's `macros` alone (their bodies read tables given
+    as arguments): the views a catalog binds, most of a refresh's time, are left out."""
+    for table in {item.table for item in listing}:
+        _empty_table(con, table, table)
+        _create_view(con, table, [i.path for i in listing if i.table == table], True)
+    for statement in duckdb.extract_statements(views_sql()):
+        words = statement.query.split(None, 5)
+        if words[:4] == ["CREATE", "OR", "REPLACE", "MACRO"] and words[4].split("(")[0] in macros:
+            con.execute(statement.query)
 
 
 def _materialise(
@@ -580,6 +591,7 @@ __all__ = [
     "check_catalog_file",
     "connect_readonly",
     "live_groups",
+    "macro_catalog",
     "read_manifest",
     "scope_to_runs",
     "store_root",
