@@ -7,9 +7,10 @@ store only ever adds files or replaces them by rename) of the 10-night one plus 
 10..99. Cached under data/out/bench/history-<M>-<seed>/<N>/. At each size, each operation runs
 in a fresh subprocess (`--op`), timed inside it, its peak memory its own VmHWM:
 
-  land      write+commit the next night's 8 shard groups, refresh the catalog, write its report
-            (on a hard-linked scratch copy, so the cache keeps N nights); --landings nights
-            in a row, each row their median
+  land      write+commit the next night's 8 shard groups, compact it, refresh the catalog,
+            sweep, write its report (on a hard-linked scratch copy, so the cache keeps N
+            nights); --landings nights in a row, one of each size in turn, each row their
+            median (a machine whose speed drifts slows every size alike)
   funnel    the funnel view, whole history and one run
   audit:X   each named audit, whole history and one run
   export    the default export (jsonl) of one run and of all runs
@@ -172,38 +173,63 @@ def build(a: argparse.Namespace, sizes: list[int]) -> dict[int, dict[str, float]
 
 # ---- operations (each in its own process) -------------------------------------------------
 def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
-    """Nights n, n+1, ... (--landings of them) on top of nights 0..n-1, each landed as
-    `land_stage` lands a night: its shards drawn and the day's review submission written
-    first (untimed), then committed, its compaction (the reviews' fold too), the catalog
-    refresh, the sweep of what the compaction replaced; then its report. Each row is the
-    median over the landings (one landing varies by 0.2 s)."""
+    """Night n + --round on top of the nights before it, landed as `land_stage` lands a
+    night: its shards drawn and the day's review submission written first (untimed), then
+    committed, its compaction (the reviews' fold too), the catalog refresh, the sweep of what
+    the compaction replaced; then its report. What a landing imports the first time in a
+    process (pandas, matplotlib), a nightly has imported by then: imported first, untimed."""
+    import matplotlib.figure  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow.dataset  # noqa: F401
+
     from pipeline.catalog.report import write_run_report
     from pipeline.store.compaction import compact_finished, sweep
 
-    c = Corpus(np.random.default_rng(a.seed), a.passages)
-    times: dict[str, list[float]] = {}
-    for night in range(n, n + a.landings):
-        groups = night_tables(c, night, a.records_per_night, a.shard_size, a.seed)
-        store = Store(root, root / "curriculum.duckdb")
-        # the day's review submission, of the night before's records (landing folds it)
-        yesterday = store.read_run_table(run_name(night - 1), "curriculum").slice(0, 100)
-        review(root, list(zip(*yesterday.select(["record_id", "run_id"]).to_pydict().values(),
-                              strict=True)), reject=False)  # fmt: skip
-        t0 = time.perf_counter()
-        write_night(store, c, night, a.records_per_night, a.shard_size, a.seed, groups)
-        t1 = time.perf_counter()
-        compact_finished(store)
-        t2 = time.perf_counter()
-        store.refresh_catalog(artifacts(root))
-        sweep(store)
-        t3 = time.perf_counter()
-        write_run_report(store.catalog_path, store.run_dir(run_name(night)), run_name(night))
-        t4 = time.perf_counter()
-        rows = {"land: commit": t1 - t0, "land: compact": t2 - t1, "land: refresh": t3 - t2,
-                "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
-        for row, s in rows.items():
-            times.setdefault(row, []).append(s)
-    return {row: float(np.median(ts)) for row, ts in times.items()}
+    c, night = Corpus(np.random.default_rng(a.seed), a.passages), n + a.round
+    groups = night_tables(c, night, a.records_per_night, a.shard_size, a.seed)
+    store = Store(root, root / "curriculum.duckdb")
+    # the day's review submission, of the night before's records (landing folds it)
+    yesterday = store.read_run_table(run_name(night - 1), "curriculum").slice(0, 100)
+    review(root, list(zip(*yesterday.select(["record_id", "run_id"]).to_pydict().values(),
+                          strict=True)), reject=False)  # fmt: skip
+    t0 = time.perf_counter()
+    write_night(store, c, night, a.records_per_night, a.shard_size, a.seed, groups)
+    t1 = time.perf_counter()
+    compact_finished(store)
+    t2 = time.perf_counter()
+    store.refresh_catalog(artifacts(root))
+    sweep(store)
+    t3 = time.perf_counter()
+    write_run_report(store.catalog_path, store.run_dir(run_name(night)), run_name(night))
+    t4 = time.perf_counter()
+    return {"land: commit": t1 - t0, "land: compact": t2 - t1, "land: refresh": t3 - t2,
+            "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
+
+
+def land_rounds(sizes: list[int], roots: dict[int, Path], a: argparse.Namespace) -> dict:
+    """--landings nights landed on each size's store (a hard-linked scratch copy, so the
+    cache keeps N nights), a night of each size in turn, each in a fresh process: a machine
+    whose speed drifts over minutes slows every size alike. Each row is the median over the
+    landings, its peak the largest; row -> nights -> (s, MB)."""
+    scratch = {n: roots[n].parent / f"{n}-land" for n in sizes}
+    for n in sizes:
+        linked_copy(roots[n], scratch[n])
+    got: dict[str, dict[int, list[tuple[float, float]]]] = {}
+    try:
+        for r in range(a.landings):
+            for n in sizes:
+                one = spawn("land", scratch[n], n, a, max(a.skip_over * 2, 60), r)
+                if "error" in one:
+                    raise SystemExit(f"land at {n} nights: {one['error']}")
+                for row, s in one["rows"].items():
+                    got.setdefault(row, {}).setdefault(n, []).append((s, one["peak_mb"]))
+                print(f"  land at {n} nights, night {n + r}: {one['rows']['land: total']:.2f} s "
+                      f"{one['peak_mb']:.0f} MB", flush=True)  # fmt: skip
+    finally:
+        for n in sizes:
+            shutil.rmtree(scratch[n], ignore_errors=True)
+    return {row: {n: (float(np.median([s for s, _ in v])), max(mb for _, mb in v))
+                  for n, v in by.items()} for row, by in got.items()}  # fmt: skip
 
 
 def lexical() -> Any:
@@ -335,11 +361,14 @@ def ops() -> list[str]:
 QUALITY_OPS = ("near-dup", "decontam")  # run on the copy quality-prep made
 
 
-def spawn(op: str, root: Path, n: int, a: argparse.Namespace, limit: float) -> dict[str, Any]:
+def spawn(
+    op: str, root: Path, n: int, a: argparse.Namespace, limit: float, rnd: int = 0
+) -> dict[str, Any]:
     """Run `op` in a fresh interpreter; its rows' seconds and its peak MB (or why not)."""
     cmd = [sys.executable, __file__, "--op", op, "--root", str(root), "--n", str(n)]
+    cmd += ["--round", str(rnd)]
     cmd += ["--records-per-night", str(a.records_per_night), "--shard-size", str(a.shard_size)]
-    cmd += ["--seed", str(a.seed), "--passages", str(a.passages), "--landings", str(a.landings)]
+    cmd += ["--seed", str(a.seed), "--passages", str(a.passages)]
     cmd += ["--uncompacted"] if a.uncompacted else []
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT)
@@ -383,7 +412,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="building")
     ap.add_argument("--skip-over", type=float, default=300, help="projected seconds")
     ap.add_argument("--only", default="", help="comma-separated operations (default all)")
-    ap.add_argument("--landings", type=int, default=3, help="nights landed (median)")
+    ap.add_argument("--landings", type=int, default=5, help="nights landed a size (median)")
     ap.add_argument(
         "--uncompacted",
         action="store_true",
@@ -393,6 +422,7 @@ def main() -> None:
     ap.add_argument("--op", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.op:  # a child: one operation, its seconds and peak on stdout's last line
         rows = run_op(a.op, a.root, a.n, a)
@@ -404,10 +434,16 @@ def main() -> None:
     res: dict[str, dict[int, tuple[float, float]]] = {}  # row -> nights -> (s, MB)
     notes: dict[str, dict[int, str]] = {}
     chosen = [o for o in ops() if not a.only or o.split(":")[0] in a.only.split(",")]
+    roots = {}
     for n in sizes:
-        root = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
+        roots[n] = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
         if not a.uncompacted:  # what landing leaves since issue 28: every run compacted
-            root, built[n]["compact_s"] = compacted(root)
+            roots[n], built[n]["compact_s"] = compacted(roots[n])
+    if "land" in chosen:
+        print("\nlanding, a night of each size in turn:", flush=True)
+        res.update(land_rounds(sizes, roots, a))
+    for n in sizes:
+        root = roots[n]
         print(f"\n{n} nights:", flush=True)
         prepared = root.parent / f"{n}-quality"  # the history checked, then night N landed
         shutil.rmtree(prepared, ignore_errors=True)
@@ -418,7 +454,7 @@ def main() -> None:
                 print(f"  {row:<24} {s:8.2f} s (untimed prep)", flush=True)
             if "error" in got:
                 raise SystemExit(f"quality-prep: {got['error']}")
-        for op in chosen:
+        for op in (o for o in chosen if o != "land"):
             rows = [r for r in res if r == op or r.startswith(op.split(":")[0] + ": ")]
             past = {k: v[0] for r in rows[-1:] for k, v in res[r].items()}
             if op == "open":
@@ -429,14 +465,7 @@ def main() -> None:
                 print(f"  {op:<24} {notes[op][n]}", flush=True)
                 continue
             target = prepared if op in QUALITY_OPS else root
-            if op == "land":  # a hard-linked scratch copy takes the new night
-                target = root.parent / f"{n}-land"
-                linked_copy(root, target)
-            try:
-                got = spawn(op, target, n, a, max(a.skip_over * 2, 60))
-            finally:
-                if op == "land":
-                    shutil.rmtree(target, ignore_errors=True)
+            got = spawn(op, target, n, a, max(a.skip_over * 2, 60))
             if "error" in got:
                 notes.setdefault(op, {})[n] = got["error"]
                 print(f"  {op:<24} {got['error']}", flush=True)
