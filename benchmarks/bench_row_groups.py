@@ -6,7 +6,9 @@ than at 10 (bench_history.py). A compacted bench night is one file of one row gr
 table; this measures, side by side in one run, a table's history read as it is (one file a
 night) and rewritten into one file per month at several row-group sizes (the same rows;
 run_date becomes a column, which only adds to the month files' footers), to tell whether the
-files or the row groups cost the memory:
+files or the row groups cost the memory; and the nightly files rewritten without min/max
+statistics, and with five of their columns, to tell what of a row group's footer entry the
+state is per (each against its own 10-night figure):
 
   count      SELECT count(*): metadata only
   narrow     a per-run aggregate over two narrow columns (a few hundred groups)
@@ -80,6 +82,28 @@ def month_files(files: list[Path], table: str, rows: int | None, out: Path) -> l
     return written
 
 
+def nightly_rewritten(files: list[Path], table: str, how: str, out: Path) -> list[Path]:
+    """`files` rewritten one for one, to tell what of a footer DuckDB's state is per: "no
+    stats" without min/max statistics (a bulky text column's run to kilobytes), "5 columns"
+    with the first five columns only (the same row groups, a fifteenth of the column chunks);
+    cached like month_files."""
+    folder = out / f"{table}-nightly-{how.replace(' ', '-')}"
+    written = []
+    for f in files:
+        path = folder / f"{f.parent.parent.name}-{f.parent.name}.parquet"
+        written.append(path)
+        if path.exists():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        tbl, tmp = pq.read_table(f), path.with_suffix(".tmp")
+        if how == "5 columns":
+            pq.write_table(tbl.select(tbl.column_names[:5]), tmp, compression="zstd")
+        else:
+            pq.write_table(tbl, tmp, compression="zstd", write_statistics=False)
+        tmp.rename(path)
+    return written
+
+
 def _with_date(tbl: pa.Table, path: Path) -> pa.Table:
     """A month file's rows keep their night: run_date from the night's folder, as a column."""
     day = re.search(r"run_date=(\d{4}-\d{2}-\d{2})", str(path))[1]
@@ -141,26 +165,37 @@ def main() -> None:
     base = nightly_files(10, a.records_per_night, a.seed, table)
     history = nightly_files(a.nights, a.records_per_night, a.seed, table)
     out = BENCH / f"row-groups/history-{a.records_per_night}-{a.seed}-{a.nights}"
-    layouts = {"10 nights, nightly files": base, f"{a.nights} nights, nightly files": history}
-    layouts[f"{a.nights}, month files, nightly groups"] = month_files(history, table, None, out)
+    # label -> (files, the 10-night layout its ratios are taken to)
+    first = "10 nights, nightly files"
+    layouts = {first: (base, first), f"{a.nights} nights, nightly files": (history, first)}
+    layouts[f"{a.nights}, month files, nightly groups"] = (
+        month_files(history, table, None, out), first)  # fmt: skip
     for rows in map(int, a.row_groups.split(",")):
-        layouts[f"{a.nights}, month files, {rows:,}-row groups"] = month_files(
-            history, table, rows, out
-        )
+        layouts[f"{a.nights}, month files, {rows:,}-row groups"] = (
+            month_files(history, table, rows, out), first)  # fmt: skip
+    for how in ("no stats", "5 columns"):  # the same files' footers, smaller
+        ref = f"10 nights, nightly files, {how}"
+        layouts[ref] = (nightly_rewritten(base, table, how, out), ref)
+        layouts[f"{a.nights} nights, nightly files, {how}"] = (
+            nightly_rewritten(history, table, how, out), ref)  # fmt: skip
     threads, floor = measure(base[:1], "floor")
     print(f"{table}: peak MB of one query in a fresh process (floor {floor:.0f} MB: python "
-          f"+ duckdb; {threads:.0f} DuckDB threads); x = over the 10-night figure\n")  # fmt: skip
-    head = f"{'layout':40} {'files':>5} {'groups':>6} {'footers MB':>10}"
+          f"+ duckdb; {threads:.0f} DuckDB threads); x = over the same layout's 10-night "
+          "figure\n")  # fmt: skip
+    head = f"{'layout':44} {'files':>5} {'groups':>6} {'footers MB':>10}"
     print(head + "".join(f" {q:>14}" for q in queries))
-    ref: dict[str, float] = {}
-    for label, files in layouts.items():
+    got: dict[str, dict[str, float]] = {}
+    for label, (files, ref) in layouts.items():
         groups, footers = shape(files)
         cells = []
         for q, sql in queries.items():
+            if label.endswith("5 columns") and q == "bulky":  # not among the five
+                cells.append("-")
+                continue
             _, mb = measure(files, sql)
-            ref.setdefault(q, mb)
-            cells.append(f"{mb:6.0f} ({mb / ref[q]:4.2f}x)")
-        print(f"{label:40} {len(files):5} {groups:6} {footers / 1e6:10.1f}" + " ".join(
+            got.setdefault(label, {})[q] = mb
+            cells.append(f"{mb:6.0f} ({mb / got[ref][q]:4.2f}x)")
+        print(f"{label:44} {len(files):5} {groups:6} {footers / 1e6:10.1f}" + " ".join(
             f" {c:>14}" for c in cells))  # fmt: skip
     print(f"\n{time.perf_counter() - t0:.0f} s in all")
 

@@ -44,7 +44,7 @@ from pipeline.quality.state import (
     state_path,
     write_rows,
 )
-from pipeline.store.store import Store, StoreError, connect_readonly
+from pipeline.store.store import Store, StoreError, connect_readonly, scope_to_runs
 from schemas.tables import schema_for
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -80,7 +80,11 @@ def select_runs(
     if not run_ids:
         return []
     query = sql.format(where="WHERE list_contains(?, c.run_id)")
-    return con.sql(query, params=[list(run_ids)]).to_arrow_table().to_pylist()
+    scope_to_runs(con, run_ids)  # their files alone, not a year of nights' (a filter stays:
+    try:  # a catalog from before lists no files to scope by)
+        return con.sql(query, params=[list(run_ids)]).to_arrow_table().to_pylist()
+    finally:
+        scope_to_runs(con, None)
 
 
 def catalog_records(
@@ -95,8 +99,15 @@ def catalog_records(
 
 
 def run_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """Records per run in the catalog: a checked run whose count changed is checked again."""
-    rows = con.sql("SELECT run_id, count(*) FROM curriculum GROUP BY run_id").fetchall()
+    """Records per run in the catalog: a checked run whose count changed is checked again.
+    Counted from the manifests (catalog_files' rows), not by reading every night's files."""
+    try:
+        rows = con.execute(
+            "SELECT run_id, sum(rows)::BIGINT FROM catalog_files WHERE view = 'curriculum' "
+            "GROUP BY run_id"
+        ).fetchall()
+    except duckdb.CatalogException:  # a catalog from before that table
+        rows = con.sql("SELECT run_id, count(*) FROM curriculum GROUP BY run_id").fetchall()
     return dict(sorted(rows))
 
 
