@@ -416,12 +416,9 @@ class Store:
 
 
 def build_catalog(
-    con: duckdb.DuckDBPyConnection,
-    listing: list[Listed],
-    runs: list[Path],
-    artifacts: dict[str, list[Path]],
-    index_root: Path | None = None,
-) -> None:
+    con: duckdb.DuckDBPyConnection, listing: list[Listed], runs: list[Path],
+    artifacts: dict[str, list[Path]], index_root: Path | None = None,
+) -> None:  # fmt: skip
     """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
     no files gets an empty view with the contract's columns), then views.sql. A derived table
     (DERIVED_FROM) is read from the compactions' files where a run has one (`<table>_files`),
@@ -490,16 +487,20 @@ def build_catalog(
 def macro_catalog(
     con: duckdb.DuckDBPyConnection, listing: list[Listed], macros: Sequence[str]
 ) -> None:
-    """What a run's compaction computes its derived tables by: base views over `listing`'s
-    tables, as the catalog's, and views.sql's `macros` alone (their bodies read tables given
-    as arguments): the views a catalog binds, most of a refresh's time, are left out."""
+    """A run's compaction's catalog: base views over `listing`'s tables, as the catalog's,
+    and views.sql's `macros` alone, not the views a catalog binds (most of a refresh)."""
     for table in {item.table for item in listing}:
         _empty_table(con, table, table)
         _create_view(con, table, [i.path for i in listing if i.table == table], True)
+    found = {}
     for statement in duckdb.extract_statements(views_sql()):
-        words = statement.query.split(None, 5)
-        if words[:4] == ["CREATE", "OR", "REPLACE", "MACRO"] and words[4].split("(")[0] in macros:
-            con.execute(statement.query)
+        words = statement.query.split(None, 5)  # CREATE OR REPLACE MACRO name(...
+        if words[:4] == ["CREATE", "OR", "REPLACE", "MACRO"]:
+            found[words[4].split("(")[0]] = statement.query
+    for name in macros:  # in the order given: a macro after those it calls
+        if name not in found:
+            raise StoreError(f"views.sql defines no macro {name}")
+        con.execute(found[name])
 
 
 def _materialise(
