@@ -540,7 +540,8 @@ def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
     """The audits' per-run tables (run_results.*, pipeline/store/run_results.py) hold the rows
     of their views over every file after each change of the store, and a refresh computes only
     the runs whose inputs changed: none when nothing did; an old run whose record a new night
-    demotes (its files unchanged); a run a benchmark check flagged; none for the quality file
+    demotes (its files unchanged); a run a benchmark check flagged; a run whose near-duplicate
+    rows changed, in number or only in content; none for the quality file
     of a run no longer in the catalog; a compacted run; all of them after the index was
     corrupted; and the views over every file where the index cannot be written. Two runs a
     batch, so a build takes two."""
@@ -604,6 +605,22 @@ def test_per_run_results_are_the_views_over_every_file_and_follow_the_store(
     )
     computed, flagged = refreshed()
     assert computed == {second} and flagged[second] == demoted[second] - 1
+    # a near-duplicate check pairs two of the second night's records; a later check changes
+    # only the pair's score: as many rows, other content (a digest of the rows, not a count)
+    with connect_readonly(store.catalog_path) as con:
+        a, b = (r for (r,) in con.execute(
+            "SELECT record_id FROM curriculum WHERE run_id = ? ORDER BY record_id LIMIT 2",
+            [second]).fetchall())  # fmt: skip
+    pair = store.quality_path("question_duplicates", "catalog")
+    for score in (0.9, 0.95):
+        rows = [{"record_id": x, "run_id": second, "cluster_id": a, "cluster_size": 2,
+                 "nearest_record_id": y, "method": "minhash", "score": score,
+                 "computed_at": match["checked_at"]} for x, y in ((a, b), (b, a))]  # fmt: skip
+        write_parquet_atomic(pair, pa.Table.from_pylist(rows, schema_for("question_duplicates")))
+        computed, _ = refreshed()
+        assert computed == {second}, score
+    pair.unlink()
+    assert refreshed() == ({second}, flagged)
     gone = match | {"record_id": "gone", "run_id": "pruned"}  # a prune leaves quality files
     write_parquet_atomic(
         store.quality_path("benchmark_matches", "pruned"), pa.Table.from_pylist([gone], matches)
