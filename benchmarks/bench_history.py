@@ -10,7 +10,9 @@ in a fresh subprocess (`--op`), timed inside it, its peak memory its own VmHWM:
   land      write+commit the next night's 8 shard groups, compact it, refresh the catalog,
             sweep, write its report (on a hard-linked scratch copy, so the cache keeps N
             nights); --landings nights in a row, one of each size in turn, each row their
-            median (a machine whose speed drifts slows every size alike)
+            median (a machine whose speed drifts slows every size alike); `land, checked`
+            the same on the copy quality-prep made (below): a store whose quality tables a
+            nightly check keeps (question_duplicates grows with the history)
   funnel    the funnel view, whole history and one run
   audit:X   each named audit, whole history and one run
   export    the default export (jsonl) of one run and of all runs
@@ -212,24 +214,29 @@ def op_land(root: Path, n: int, a: argparse.Namespace) -> dict[str, float]:
             "land: report": t4 - t3, "land: total": t4 - t0}  # fmt: skip
 
 
-def land_rounds(sizes: list[int], roots: dict[int, Path], a: argparse.Namespace) -> dict:
-    """--landings nights landed on each size's store (a hard-linked scratch copy, so the
-    cache keeps N nights), a night of each size in turn, each in a fresh process: a machine
-    whose speed drifts over minutes slows every size alike. Each row is the median over the
-    landings, its peak the largest; row -> nights -> (s, MB)."""
+def land_rounds(
+    sizes: list[int], roots: dict[int, Path], a: argparse.Namespace, first: int = 0, tag: str = ""
+) -> dict:
+    """--landings nights landed on each size's store from night N + `first` (a hard-linked
+    scratch copy, so the store keeps its nights), a night of each size in turn, each in a
+    fresh process: a machine whose speed drifts over minutes slows every size alike. Each row
+    (`land<tag>: ...`) is the median over the landings, its peak the largest; row -> nights
+    -> (s, MB)."""
     scratch = {n: roots[n].parent / f"{n}-land" for n in sizes}
     for n in sizes:
         linked_copy(roots[n], scratch[n])
     got: dict[str, dict[int, list[tuple[float, float]]]] = {}
     try:
-        for r in range(a.landings):
+        for r in range(first, first + a.landings):
             for n in sizes:
                 one = spawn("land", scratch[n], n, a, max(a.skip_over * 2, 60), r)
                 if "error" in one:
                     raise SystemExit(f"land at {n} nights: {one['error']}")
                 for row, s in one["rows"].items():
+                    row = row.replace("land", f"land{tag}", 1)
                     got.setdefault(row, {}).setdefault(n, []).append((s, one["peak_mb"]))
-                print(f"  land at {n} nights, night {n + r}: {one['rows']['land: total']:.2f} s "
+                total = one["rows"]["land: total"]
+                print(f"  land{tag} at {n} nights, night {n + r}: {total:.2f} s "
                       f"{one['peak_mb']:.0f} MB", flush=True)  # fmt: skip
     finally:
         for n in sizes:
@@ -445,21 +452,25 @@ def main() -> None:
         roots[n] = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
         if not a.uncompacted:  # what landing leaves since issue 28: every run compacted
             roots[n], built[n]["compact_s"] = compacted(roots[n])
+    # each size's history checked by both quality checks, then night N landed (untimed):
+    # the store a night's checks start from, and that landing with the checks' tables
+    prepared = {n: roots[n].parent / f"{n}-quality" for n in sizes}
+    if "land" in chosen or any(op in QUALITY_OPS for op in chosen):
+        for n in sizes:
+            linked_copy(roots[n], prepared[n])
+            got = spawn("quality-prep", prepared[n], n, a, 3600)
+            if "error" in got:
+                raise SystemExit(f"quality-prep: {got['error']}")
+            print(f"  {n} nights, " + ", ".join(f"{row} {s:.2f} s" for row, s in
+                  got["rows"].items()) + " (untimed prep)", flush=True)  # fmt: skip
     if "land" in chosen:
         print("\nlanding, a night of each size in turn:", flush=True)
         res.update(land_rounds(sizes, roots, a))
+        print("\nlanding on the checked stores (the quality checks' tables kept):", flush=True)
+        res.update(land_rounds(sizes, prepared, a, first=1, tag=", checked"))
     for n in sizes:
         root = roots[n]
         print(f"\n{n} nights:", flush=True)
-        prepared = root.parent / f"{n}-quality"  # the history checked, then night N landed
-        shutil.rmtree(prepared, ignore_errors=True)
-        if any(op in QUALITY_OPS for op in chosen):
-            linked_copy(root, prepared)
-            got = spawn("quality-prep", prepared, n, a, 3600)
-            for row, s in got.get("rows", {}).items():
-                print(f"  {row:<24} {s:8.2f} s (untimed prep)", flush=True)
-            if "error" in got:
-                raise SystemExit(f"quality-prep: {got['error']}")
         for op in (o for o in chosen if o != "land"):
             rows = [r for r in res if r == op or r.startswith(op.split(":")[0] + ": ")]
             past = {k: v[0] for r in rows[-1:] for k, v in res[r].items()}
@@ -470,7 +481,7 @@ def main() -> None:
                 notes.setdefault(op, {})[n] = f"skipped (>{a.skip_over:.0f} s: {p:.0f} s projected)"
                 print(f"  {op:<24} {notes[op][n]}", flush=True)
                 continue
-            target = prepared if op in QUALITY_OPS else root
+            target = prepared[n] if op in QUALITY_OPS else root
             got = spawn(op, target, n, a, max(a.skip_over * 2, 60))
             if "error" in got:
                 notes.setdefault(op, {})[n] = got["error"]
@@ -479,10 +490,10 @@ def main() -> None:
             for row, s in got["rows"].items():
                 res.setdefault(row, {})[n] = (s, got["peak_mb"])
                 print(f"  {row:<24} {s:8.2f} s {got['peak_mb']:8.0f} MB", flush=True)
-        if a.verify and prepared.exists():
-            got = spawn("quality-verify", prepared, n, a, 3600)
+        if a.verify and prepared[n].exists():
+            got = spawn("quality-verify", prepared[n], n, a, 3600)
             print(f"  quality-verify: {got.get('error') or 'identical to a full recheck'}")
-        shutil.rmtree(prepared, ignore_errors=True)
+        shutil.rmtree(prepared[n], ignore_errors=True)
     load1 = os.getloadavg()
 
     big, small = sizes[-1], sizes[0]
