@@ -122,7 +122,7 @@ from pathlib import Path
 import duckdb
 def hwm():
     return int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text())[1]) / 1024
-files, sql = sys.stdin.read().split("\n"), sys.argv[1]
+files, sql = sys.stdin.read().split("\\n"), sys.argv[1]
 con = duckdb.connect()
 if sql == "floor":
     print(con.execute("SELECT current_setting('threads')").fetchall()[0][0], hwm()); sys.exit()
