@@ -58,7 +58,7 @@ from schemas.tables import QUESTION_DUPLICATES
 # ---- near-duplicates ------------------------------------------------------------------
 
 DUPLICATES = "catalog"  # question_duplicates/catalog.parquet, the table's one file
-WRITE_ROWS = 8_192  # rows of question_duplicates a rewrite holds (and writes as a row group) at a time
+WRITE_ROWS = 8_192  # rows of question_duplicates a rewrite holds at a time (a row group each)
 
 
 @dataclass
