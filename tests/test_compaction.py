@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_store import (  # noqa: E402
     Corpus,
     artifacts,
+    night_tables,
     review,
     run_name,
     write_artifacts,
@@ -244,6 +245,36 @@ def test_a_run_resumed_after_compaction_adds_groups_that_the_next_compaction_fol
             [run_id, run_id],
         ).fetchall()
     assert n == distinct == facts == RECORDS + 5
+
+
+def test_a_run_without_control_scores_compacts_its_facts_as_the_catalog_computed_them(
+    history, tmp_path
+):
+    """gates.controls off: the run writes no control_scores, its V bar is V > 0; compaction
+    writes its record facts (no control facts) as the catalog computed them live."""
+    store = copy_of(history, tmp_path / "out")
+    run_id, c = run_name(NIGHTS), Corpus(np.random.default_rng(5), 400)
+    groups = [[(t, tbl) for t, tbl in group if t != "control_scores"]
+              for group in night_tables(c, NIGHTS, RECORDS, SHARD, 5)]  # fmt: skip
+    write_night(store, c, NIGHTS, RECORDS, SHARD, 5, groups)
+    sql = "SELECT * FROM record_facts WHERE run_id = ? ORDER BY record_id"
+    store.refresh_catalog(artifacts(store.root))
+    with connect_readonly(store.catalog_path) as con:
+        live = con.execute(sql, [run_id]).fetchall()
+        ((bar,),) = con.execute(
+            "SELECT DISTINCT source FROM verifier_thresholds WHERE run_id = ?", [run_id]
+        ).fetchall()
+    assert len(live) == RECORDS and bar.startswith("none")
+
+    done = compact_run(store, run_id)
+    assert done is not None and "control_facts" not in done.rows
+    assert done.rows["record_facts"] == RECORDS
+    store.refresh_catalog(artifacts(store.root))
+    with connect_readonly(store.catalog_path) as con:
+        assert con.execute(
+            "SELECT count(*) FROM record_facts_files WHERE run_id = ?", [run_id]
+        ).fetchall() == [(RECORDS,)]
+        assert same(rounded(con.execute(sql, [run_id]).fetchall()), rounded(live))
 
 
 def test_a_run_compacted_before_a_derived_table_existed_gets_it_and_keeps_its_files(

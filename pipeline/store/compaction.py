@@ -171,7 +171,8 @@ def _derived(
     listing = [Listed(run_id, f.table, store.root / f.path, True, f.rows) for f in folded]
     out = []
     with duckdb.connect() as con:
-        macro_catalog(con, listing, DERIVED_MACROS)
+        sources = sorted({t for sources in DERIVED_FROM.values() for t in sources})
+        macro_catalog(con, listing, sources, DERIVED_MACROS)
         for table, sources in DERIVED_FROM.items():
             if tables is not None and table not in tables:
                 continue

@@ -485,18 +485,17 @@ def build_catalog(
 
 
 def macro_catalog(
-    con: duckdb.DuckDBPyConnection, listing: list[Listed], macros: Sequence[str]
-) -> None:
-    """A run's compaction's catalog: base views over `listing`'s tables, as the catalog's,
-    and views.sql's `macros` alone, not the views a catalog binds (most of a refresh)."""
-    for table in {item.table for item in listing}:
+    con: duckdb.DuckDBPyConnection, listing: list[Listed], tables: Sequence[str],
+    macros: Sequence[str],
+) -> None:  # fmt: skip
+    """A run's compaction's catalog: base views of `tables` over `listing`, as the catalog's
+    (empty where the run has no file), and views.sql's `macros` alone (not the views)."""
+    for table in tables:
         _empty_table(con, table, table)
         _create_view(con, table, [i.path for i in listing if i.table == table], True)
-    found = {}
-    for statement in duckdb.extract_statements(views_sql()):
-        words = statement.query.split(None, 5)  # CREATE OR REPLACE MACRO name(...
-        if words[:4] == ["CREATE", "OR", "REPLACE", "MACRO"]:
-            found[words[4].split("(")[0]] = statement.query
+    queries = [x.query for x in duckdb.extract_statements(views_sql())]
+    found = {q.split(None, 5)[4].split("(")[0]: q for q in queries  # CREATE OR REPLACE MACRO f(
+             if q.split(None, 4)[:4] == ["CREATE", "OR", "REPLACE", "MACRO"]}  # fmt: skip
     for name in macros:  # in the order given: a macro after those it calls
         if name not in found:
             raise StoreError(f"views.sql defines no macro {name}")
