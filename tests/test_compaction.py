@@ -763,6 +763,35 @@ def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(his
     assert checked()[1] == final
 
 
+def test_an_index_knows_a_file_by_one_name_however_the_refresh_names_it(tmp_path, monkeypatch):
+    """The evidence index keys the corpus by file_identity: named relative to the working
+    directory, absolute, or through a link to the store, a file is one identity (else a
+    nightly given relative paths rechecks every run); a file outside the store keeps its
+    absolute path, and a changed file is a new identity."""
+    from pipeline.store.run_index import file_identity
+
+    root = tmp_path / "store"
+    (root / "index").mkdir(parents=True)
+    corpus = root / "index/passages.parquet"
+    corpus.write_bytes(b"passages\n")
+    (tmp_path / "link").symlink_to(root)
+    monkeypatch.chdir(tmp_path)
+    names = [
+        (corpus, root),
+        (Path("store/index/passages.parquet"), root),
+        (corpus, Path("store")),
+        (Path("link/index/passages.parquet"), root),
+        (corpus, tmp_path / "link"),
+    ]
+    ids = {file_identity(p, r) for p, r in names}
+    assert len(ids) == 1 and next(iter(ids))[0] == "index/passages.parquet", ids
+    outside = tmp_path / "corpus.parquet"
+    outside.write_bytes(b"elsewhere\n")
+    assert file_identity(Path("corpus.parquet"), root)[0] == outside.resolve().as_posix()
+    corpus.write_bytes(b"passages, changed\n")
+    assert file_identity(corpus, root) not in ids
+
+
 def test_the_browser_lists_and_shows_a_record_whose_proposal_did_not_parse(history, tmp_path):
     """A record the proposer never posed has no question, answer or evidence: its run's
     records page and its own page still answer, saying so."""
