@@ -24,7 +24,7 @@ from pipeline.catalog.export_formats import SplitWriter
 from pipeline.catalog.export_process import attach_solver_process
 from pipeline.catalog.export_selection import group_runs
 from pipeline.catalog.export_splits import SPLITS
-from pipeline.store.store import scope_to_runs
+from pipeline.store.scoping import scoped_to_runs
 
 # Full rows read from the catalog at once: whole runs, at most this many kept records a batch
 # (one run larger than that is one batch).
@@ -44,10 +44,9 @@ def full_rows(
 ) -> list[dict[str, Any]]:
     """The `columns` of the curriculum rows of `record_ids` (all in `run_ids`), with their
     solver_process; read run by run (`run_id = ?` reads that run's files only), over views
-    of the batch's own files (store.scope_to_runs; every run's again after)."""
+    of the batch's own files (scoped_to_runs; every run's again after)."""
     tables, wanted = [], pa.array(list(record_ids), pa.string())
-    try:
-        scope_to_runs(con, run_ids)
+    with scoped_to_runs(con, run_ids):
         for run_id in run_ids:
             rel = con.table("curriculum").filter(
                 duckdb.ColumnExpression("run_id") == duckdb.ConstantExpression(run_id)
@@ -56,8 +55,6 @@ def full_rows(
             tables.append(tbl.filter(pc.is_in(tbl["record_id"], value_set=wanted)))
         rows = pa.concat_tables(tables).to_pylist() if tables else []
         attach_solver_process(con, rows, views)
-    finally:
-        scope_to_runs(con, None)
     return rows
 
 

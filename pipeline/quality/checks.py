@@ -44,7 +44,8 @@ from pipeline.quality.state import (
     state_path,
     write_rows,
 )
-from pipeline.store.store import Store, StoreError, connect_readonly, scope_to_runs
+from pipeline.store.scoping import scoped_to_runs
+from pipeline.store.store import Store, StoreError, connect_readonly
 from schemas.tables import schema_for
 
 Encode = Callable[[list[str]], np.ndarray]
@@ -80,11 +81,9 @@ def select_runs(
     if not run_ids:
         return []
     query = sql.format(where="WHERE list_contains(?, c.run_id)")
-    scope_to_runs(con, run_ids)  # their files alone, not a year of nights' (a filter stays:
-    try:  # a catalog from before lists no files to scope by)
+    with scoped_to_runs(con, run_ids):  # their files alone, not a year of nights' (the
+        # filter stays: a catalog from before lists no files to scope by)
         return con.sql(query, params=[list(run_ids)]).to_arrow_table().to_pylist()
-    finally:
-        scope_to_runs(con, None)
 
 
 def catalog_records(

@@ -4,7 +4,8 @@ nights. The catalog's table `catalog_files` says which files of which per-run vi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -46,4 +47,15 @@ def scope_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str] | None)
             con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {view_select(view, paths, hive)}")
 
 
-__all__ = ["scope_to_runs", "view_select"]
+@contextlib.contextmanager
+def scoped_to_runs(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> Iterator[None]:
+    """scope_to_runs for a block: the whole catalog again after it, however it ends (a scope
+    left half made included)."""
+    try:
+        scope_to_runs(con, run_ids)
+        yield
+    finally:
+        scope_to_runs(con, None)
+
+
+__all__ = ["scope_to_runs", "scoped_to_runs", "view_select"]

@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import logging
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -494,8 +495,8 @@ def macro_catalog(
         _empty_table(con, table, table)
         _create_view(con, table, [i.path for i in listing if i.table == table], True)
     queries = [x.query for x in duckdb.extract_statements(views_sql())]
-    found = {q.split(None, 5)[4].split("(")[0]: q for q in queries  # CREATE OR REPLACE MACRO f(
-             if q.split(None, 4)[:4] == ["CREATE", "OR", "REPLACE", "MACRO"]}  # fmt: skip
+    heads = (re.match(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\(", q) for q in queries)
+    found = {m[1]: m.string for m in heads if m}
     for name in macros:  # in the order given: a macro after those it calls
         if name not in found:
             raise StoreError(f"views.sql defines no macro {name}")
