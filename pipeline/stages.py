@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from pipeline.agents.properties import PROPERTIES
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow
@@ -21,7 +22,7 @@ from pipeline.generation.run import GenerationReport, GenerationStep, run_genera
 from pipeline.kg import extract as kg
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index, find_index
 from pipeline.run_context import RunContext
-from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
+from pipeline.selector.run_plan import Plan, apply_feedback, load_plan, make_plan, selector_dirs
 from pipeline.store.compaction import compact_finished, sweep
 from pipeline.store.runs import finish_run, start_run
 from pipeline.store.store import Store, connect_readonly
@@ -72,6 +73,7 @@ def generate_stage(
             run_date=record["run_date"],
             index_dir=index.dir,
             subgraphs={sg["subgraph_id"]: sg for sg in graphs},
+            **generation_kg(cfg, subgraphs, graphs, plan),
         )
         try:
             report = run_generation(step, plan, ctx.executor, on_shard, should_stop)
@@ -83,6 +85,25 @@ def generate_stage(
         return report
     finally:
         finish_run(store, record, status)
+
+
+def generation_kg(
+    cfg: PipelineConfig, subgraphs: kg.ExtractResult | None, graphs: list[dict], plan: Plan
+) -> dict:
+    """What the plan's slots need of the graph beyond their subgraphs, read once here: the
+    facts of the entities the plan's passages are about (two-passage tasks), and descriptions
+    that single out each path node or passage entity (obfuscated questions)."""
+    if subgraphs is None:
+        return {}
+    facts = (
+        subgraphs.entity_facts([it.passage_id for it in plan.items], PROPERTIES)
+        if cfg.generation.two_passage
+        else None
+    )
+    qids = {n["id"] for g in graphs for n in g["target_path"]["nodes"]}
+    qids |= set(facts.by_passage.values()) if facts else set()
+    share = cfg.generation.obfuscation_share
+    return {"facts": facts, "descriptions": subgraphs.descriptions(qids) if share > 0 else {}}
 
 
 def feedback_stage(ctx: RunContext, index: IndexArtifacts) -> bool:

@@ -268,11 +268,14 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
     assert verdict(True, True, True, None) == "undetermined"
     assert (verdict(True, True, True, True), verdict(True, True, True, False)) == ("fail", "pass")
 
-    def gated(gold_correct, shortcut, unique, hops=2):
+    def gated(gold_correct, shortcut, unique, hops=2, decided=None):
         """The two gate steps on one solved record whose checks measured these values (no
-        verified slot: nothing is left to measure, so no LLM call)."""
+        verified slot: nothing is left to measure, so no LLM call). `decided`: what showed
+        the record answerable (the gold-evidence step sets it; sampling where one was right)."""
         res = GateResult()
-        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut)
+        decided = decided or ("sampling" if gold_correct else None)
+        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut,
+                           gold_decided_by=decided)  # fmt: skip
         answers = ["Paris", "Paris"] + (["Lyon", "Lyon"] if not unique else [])
         rollouts = [{"predicted_answer": a, "answer_in_retrieved": True} for a in answers]
         st = ShardState(0, [None], 0, ["r"], ["p"], ["t"], ["x"], [None],
@@ -290,6 +293,8 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
     # every rollout 0, closed book 0: no evidence either way, so neither gate passes
     assert gated(0, False, True) == ("undetermined", "undetermined")
     assert gated(1, False, True) == ("pass", "pass")
+    # no sample right, but the chain raises the answer's teacher-forced probability
+    assert gated(0, False, True, decided="teacher_forced") == ("pass", "pass")
     assert gated(2, True, False) == ("fail", "fail")
     assert gated(1, None, True, hops=1) == ("not_applicable", "pass")
     rows = [

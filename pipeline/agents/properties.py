@@ -28,12 +28,13 @@ PROPERTIES: dict[str, Property] = {
     "P276": Property("location", "Where is {x}?"),
     "P19": Property("place of birth", "Where was {x} born?", r"born|birth(?:place)?|native"),
     "P20": Property("place of death", "Where did {x} die?", r"died|death|buried"),
-    "P569": Property("date of birth", "When was {x} born?", r"born|birth"),
-    "P570": Property("date of death", "When did {x} die?", r"died|death"),
+    # a lifespan in brackets states both: "Rutherford (30 August 1871 – 19 October 1937)"
+    "P569": Property("date of birth", "When was {x} born?", r"born|birth|\d{3,4}\s*[–-]\s*\d"),
+    "P570": Property("date of death", "When did {x} die?", r"died|death|\d{3,4}\s*[–-]\s*\d"),
     "P571": Property(
         "founding date",
         "When was {x} founded?",
-        r"founded|established|formed|created|founding|incorporated|built",
+        r"founded|established|formed|created|founding|incorporated|built|independence",
     ),
     "P577": Property("publication date", "When was {x} published?", r"published|publication"),
     "P1082": Property(

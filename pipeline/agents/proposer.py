@@ -274,6 +274,16 @@ def _insitu(t: Target, prior: str, before: str, after: str) -> str | None:
     return f"{q[0].upper()}{q[1:]}?" if q else None
 
 
+def rule_question(t: Target) -> str | None:
+    """The rule-built question of a target: its own (a comparison's or a bridge's, built with
+    it), the path's template (KG), or the evidence clause in situ (one passage)."""
+    if t.ruled is not None:
+        return t.ruled
+    if t.kind == "kg":
+        return template_question(t)
+    return insitu_question(t)
+
+
 def _proposal(t: Target, question: str | None, raw: str) -> Proposal:
     status = "verbatim" if t.evidence is not None else "missing"
     return Proposal(
@@ -303,25 +313,24 @@ def propose(
     examples = [x.question for x in shots] + [x.question for x in kg_shots]
 
     def reason(q: str | None, t: Target) -> str | None:
-        context = " ".join(x for x in (t.evidence, t.facts, t.subject) if x)
+        context = " ".join(x for x in (t.chain_evidence, t.facts, t.subject) if x)
         return question_reason(
             q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
             max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
-            max_unsupported=1 if t.kind == "kg" else 0, names_suffice=t.kind != "kg",
+            max_unsupported=0 if t.kind == "passage" else 1, names_suffice=t.kind == "passage",
+            hidden=t.hidden, options=t.options,
         )  # fmt: skip
 
-    def rule_built(t: Target) -> str | None:
-        return (
-            (template_question(t) if t.kind == "kg" else insitu_question(t))
-            if (s.template_fallback)
-            else None
-        )
-
     def rules_first(t: Target) -> bool:
+        if t.kind == "comparison":
+            return True  # its question is the property's comparison template
         if t.kind != "kg":
             return s.passage_questions == "rules_first"
         worded = t.path is not None and t.path["relations"][-1]["id"] in PROPERTIES
         return s.kg_questions == "rules_first" and worded
+
+    def rule_built(t: Target) -> str | None:
+        return rule_question(t) if s.template_fallback or t.ruled else None
 
     ruled: dict[int, str] = {}  # slots whose rule-built question goes first
     for i, task in enumerate(tasks):
@@ -333,15 +342,16 @@ def propose(
         i: render(
             proposer_prompt(
                 tasks[i].target.subject,
-                tasks[i].target.facts if tasks[i].target.kind == "kg" else tasks[i].target.evidence,
+                tasks[i].target.evidence if tasks[i].target.kind == "passage" else
+                tasks[i].target.facts,
                 tasks[i].target.answer,
-                tasks[i].target.kind == "kg",
+                tasks[i].target.kind != "passage",
                 shots,
                 kg_shots,
             )
         )
         for i in posed
-    }
+    }  # fmt: skip
     rcfg = RolloutConfig(
         "<question>", "</question>", max_turns=1, search=False,
         extra_stop=(*PROPOSER_STOP, "\n"), force_final="<question>",

@@ -38,7 +38,7 @@ from pipeline.browse.query import (
     run_of,
     runs_overview,
 )
-from pipeline.browse.render import highlight, path_drawing
+from pipeline.browse.render import chain_marks, highlight, path_drawing
 from pipeline.core.identifiers import is_identifier
 from pipeline.store.reviews import ReviewError, Verdict, write_reviews
 from schemas.tables import REVIEW_REASONS
@@ -209,9 +209,10 @@ def record(request: Request, record_id: str) -> Response:
         start, end = rec["evidence_char_start"], rec["evidence_char_end"]
         marked = highlight(passage["text"], rec["evidence"] or "", start, end)
     drawing = path_drawing(rec["kg_path"], rec["waypoints"], sg["distractors"] if sg else None)
+    chain = chain_marks(rec.get("evidence_chain"), detail["chain_passages"])
     return b.page(
         request, "record.html", d=detail, rec=rec, marked=marked, drawing=drawing,
-        here=f"/records/{record_id}",
+        chain=chain, here=f"/records/{record_id}",
     )  # fmt: skip
 
 

@@ -38,6 +38,25 @@ def highlight(text: str, evidence: str, start: int | None, end: int | None) -> H
 
 
 @dataclass(frozen=True)
+class ChainHop:
+    hop: dict[str, Any]  # the evidence_chain entry: hop, subject, relation, object, source, ...
+    title: str | None  # its passage's title (None: the passage is not in the catalog)
+    marked: Highlight | None
+
+
+def chain_marks(chain: list[dict] | None, passages: dict[str, dict]) -> list[ChainHop]:
+    """Each hop of a record's evidence chain marked inside its own passage."""
+    out = []
+    for h in chain or []:
+        p = passages.get(h["passage_id"])
+        marked = (
+            highlight(p["text"], h["text"] or "", h["char_start"], h["char_end"]) if p else None
+        )
+        out.append(ChainHop(h, p["title"] if p else None, marked))
+    return out
+
+
+@dataclass(frozen=True)
 class SvgNode:
     x: int
     y: int

@@ -51,7 +51,7 @@ INCLUDE_REASONS = {
     "contaminated": ("contaminated",),
     "shortcuts": ("shortcut",),
     "ambiguous": ("ambiguous",),
-    "undetermined": ("shortcut_undetermined", "uniqueness_undetermined"),
+    "undetermined": ("shortcut_undetermined", "uniqueness_undetermined", "connected_undetermined"),
 }
 
 
@@ -390,6 +390,7 @@ VIEW_REASONS = {
     "ambiguous": "ambiguous_answer",
     "shortcut_undetermined": "undetermined",
     "uniqueness_undetermined": "undetermined",
+    "connected_undetermined": "undetermined",
 }
 
 

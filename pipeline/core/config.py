@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 import yaml
@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.core.gates_config import GatesConfig
 from pipeline.core.profile_yaml import (
     ConfigError,
     apply_overrides,
@@ -38,7 +39,9 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
 # 4: answer first (issue 24): the proposer writes only the question, new defaults.
 # 5: cover-EM gates, KG paths cut to their last single-valued hop, worded KG questions.
-CONFIG_HASH_VERSION = 5
+# 6: evidence chains, two-passage tasks, obfuscated subjects, the connected and one-search
+#    gates and the single-hop cap; path hops through single-valued relations only.
+CONFIG_HASH_VERSION = 6
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {
@@ -228,6 +231,9 @@ class KGConfig(_Section):
     max_retries: int = Field(5, ge=0)
     distractors_min: int = Field(1, ge=0)
     distractors_max: int = Field(3, ge=0)
+    # Target paths hop only through single-valued relations (pipeline/kg/valency.py), so every
+    # hop of a path can be a hop of a question; distractor branches may use any relation.
+    chainable_paths: bool = True
     block_list: str = "data/relations_block.txt"
     allow_list: str | None = None
     enwiki_only: bool = True
@@ -274,6 +280,13 @@ class GenerationConfig(_Section):
     passage_questions: Literal["llm_first", "rules_first"] = "llm_first"
     # KG slots: the same, for paths whose final property properties.py words.
     kg_questions: Literal["llm_first", "rules_first"] = "llm_first"
+    # Passage slots drawn with two or more hops become two-passage questions where the graph
+    # links the passage's entity to another article (a bridge) or gives it a value another
+    # entity of its class has (a comparison); the rest keep a one-sentence question.
+    two_passage: bool = True
+    # Share of slots (by record-id hash) whose start entity the question describes instead of
+    # naming ("the physicist born in 1885"), where the graph makes a description unique.
+    obfuscation_share: float = Field(0.5, ge=0.0, le=1.0)
     # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
     max_answer_tokens: int = Field(12, ge=1)
     solver_max_tokens: int = Field(48, ge=8)
@@ -296,41 +309,6 @@ class VerifierConfig(_Section):
     m: int = Field(5, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-
-
-class GatesConfig(_Section):
-    """Quality gates that need the LLM (issue 17 items 3-4), run in generation per shard right
-    after the verifier, batched like it. Unlike `quality:` (catalog-only checks, unhashed) they
-    change what a shard contains, so this section is part of the config hash: a resumed run
-    never mixes shards with and without them, and switching one off starts a new run."""
-
-    # Shortcut check on valid multi-hop records (h >= 2): `shortcut_n` solver rollouts with the
-    # search tool disabled (closed book) and `shortcut_n` restricted to one search; a record is
-    # a shortcut when either accuracy (EM, as the solver scores) reaches `shortcut_threshold`.
-    shortcut: bool = True
-    shortcut_n: int = Field(4, ge=1)
-    # 0.5: a majority of samples, so one lucky sample of a weak solver does not drop a record.
-    shortcut_threshold: float = Field(0.5, gt=0.0, le=1.0)
-    # Uniqueness: a record is ambiguous when its solver rollouts converge on two or more
-    # distinct normalised answers, each given by >= `unique_min_support` rollouts and found in
-    # the passages those rollouts retrieved (answers no retrieval supports are just errors).
-    uniqueness: bool = True
-    unique_min_support: int = Field(2, ge=1)
-    # Verifier controls: on this share of each run's valid verbatim records (chosen by record
-    # id, so independent of sharding), V again with another record's evidence (a derangement
-    # within the shard), the answer string alone, and a passage of another cluster.
-    controls: bool = True
-    controls_share: float = Field(1.0, ge=0.0, le=1.0)
-    # `gold_n` answers with the gold evidence (greedy for 1); none correct: gates undetermined.
-    gold_n: int = Field(1, ge=1)
-    # A record is accepted when its V exceeds this quantile of the V its run's shuffled and
-    # off-topic controls get (view verifier_thresholds); without controls the bar is V > 0.
-    # 0.8: of ~30 control scores a night, 0.9 is set by the three highest (a shuffled passage
-    # that happens to mention the answer), 0.8 still clears four in five.
-    v_quantile: float = Field(0.8, ge=0.0, le=1.0)
-    # Gates of your own (a pipeline.generation.steps.Gate registered under the name), run after
-    # `uniqueness` in this order: name -> the settings its from_config reads.
-    custom: dict[str, dict[str, Any]] = {}
 
 
 class RewardConfig(_Section):

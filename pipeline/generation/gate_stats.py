@@ -113,3 +113,19 @@ def leakage_share(real: Sequence[float], answer_only: Sequence[float]) -> float 
     if not real:
         return None
     return sum(a >= r for r, a in zip(real, answer_only, strict=True)) / len(real)
+
+
+def is_disconnected(full: float, without_each_hop: Sequence[float]) -> bool | None:
+    """Connected reasoning (MuSiQue): a chain whose answer is at least as likely with some
+    hop's sentence left out does not need that hop. `full` and `without_each_hop` are
+    log P(answer | question, evidence). None: nothing to compare (fewer than two hops)."""
+    if len(without_each_hop) < 2:
+        return None
+    return any(lp >= full for lp in without_each_hop)
+
+
+def leaks_in_top_k(passages: Sequence[str], wanted: Sequence[Sequence[str]], found) -> bool:
+    """Search necessity (InfoSeek): one search's passages hold every one of `wanted` (each a
+    group of accepted forms: the answer's, or for a comparison each compared value's);
+    `found(text, forms)` says whether a text holds any of the forms."""
+    return bool(wanted) and all(any(found(p, forms) for p in passages) for forms in wanted)
