@@ -39,7 +39,18 @@ FUNNEL = (
     ("not_contaminated", "not contaminated"),
     ("not_shortcut", "no shortcut"),
     ("unique_answer", "unique answer"),
+    ("connected", "every hop matters"),
+    ("needs_search", "needs more than one search"),
     ("accepted", "accepted"),
+)
+# what the accepted records teach a searcher (view funnel), with the card's names
+SEARCH = (
+    ("accepted_multi_hop", "accepted, 2+ hops"),
+    ("accepted_obfuscated", "accepted, obfuscated subject"),
+    ("one_search_multi_hop", "multi-hop, one search answers"),
+    ("disconnected", "disconnected"),
+    ("bridge_leaks", "bridge named in the question"),
+    ("single_hop_capped", "one-hop over the cap"),
 )
 GATES = ("gate", "judged", "passed", "failed", "undetermined", "not_applicable", "off", "rejected")
 CONTROLS = (
@@ -50,6 +61,8 @@ CONTROLS = (
     ("mean_v_off_topic", "off-topic"),
     ("auc_real_vs_shuffled", "AUC real vs shuffled"),
     ("auc_real_vs_off_topic", "AUC real vs off-topic"),
+    ("mean_v_minus_hop", "minus one hop"),
+    ("auc_real_vs_minus_hop", "AUC real vs minus one hop"),
     ("answer_only_ge_real_share", "answer-only V >= real"),
 )
 
@@ -62,6 +75,7 @@ def dataset_card(out: Path, manifest: dict[str, Any]) -> str:
         _provenance(manifest),
         _selection(manifest),
         _funnel(manifest),
+        _search(manifest),
         _controls(manifest),
         _reviews(manifest),
         _split(manifest),
@@ -286,6 +300,41 @@ def _funnel(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _search(m: dict[str, Any]) -> list[str]:
+    """Hops, obfuscated subjects and the search gates' counts: what a trainer selecting on
+    hop_count gets, and what the pipeline kept out."""
+    funnel, hops = m["run_views"].get("funnel"), m["run_views"].get("hop_funnel")
+    if not funnel or not hops:
+        return []
+    lines = [
+        "## What it teaches a searcher",
+        "",
+        "`hop_count` is each question's own hops (its evidence chain's length). Per run "
+        "(view `funnel`):",
+        "",
+        *_table(
+            ("run", *(name for _, name in SEARCH)),
+            [(f["run_id"], *(f.get(k) for k, _ in SEARCH)) for f in funnel],
+        ),
+        "Records by hops, task kind and subject style (view `hop_funnel`):",
+        "",
+    ]
+    head = ("run", "hops", "kind", "style", "records", "accepted", "one search answers")
+    rows = [
+        (
+            h["run_id"],
+            h["hop_count"],
+            h["evidence_mode"],
+            h["question_style"],
+            h["records"],
+            h["accepted"],
+            h["one_search_answerable"],
+        )
+        for h in hops
+    ]
+    return lines + _table(head, rows)
+
+
 def _controls(m: dict[str, Any]) -> list[str]:
     rows = m["run_views"].get("verifier_controls")
     lines = ["## Verifier controls", ""]
@@ -303,7 +352,7 @@ def _controls(m: dict[str, Any]) -> list[str]:
     ]
     head = ("run", "method", *(name for _, name in CONTROLS))
     return lines + _table(
-        head, [(c["run_id"], c["method"], *(c[k] for k, _ in CONTROLS)) for c in rows]
+        head, [(c["run_id"], c["method"], *(c.get(k) for k, _ in CONTROLS)) for c in rows]
     )
 
 

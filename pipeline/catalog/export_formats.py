@@ -103,6 +103,7 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
                 "ground_truth": {
                     "target": r["golden_answers"],
                     "evidence": r["evidence"],
+                    "evidence_chain": [h["text"] for h in r.get("evidence_chain") or []],
                     "waypoints": r["waypoints"],
                 },
             },

@@ -351,7 +351,7 @@ def group_runs(counts: Iterable[tuple[str, int]], most: int) -> list[list[str]]:
 
 
 # The views the dataset card reports per selected run, in its order.
-CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls")
+CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls", "hop_funnel")
 
 
 def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> list[dict]:
