@@ -190,7 +190,14 @@ CURRICULUM = contract(
         f(
             "disconnected",
             pa.bool_(),
-            doc="some hop's sentence can be dropped without lowering P(answer)",
+            doc="some hop's sentence can be dropped without lowering P(answer), and the other "
+            "sentences state its link too",
+        ),
+        f(
+            "connected_decided_by",
+            pa.string(),
+            doc="teacher_forced (the scores decided) | rules (a hop the scores ignore is the "
+            "chain's only link: connected by the text)",
         ),
         f(
             "connected_verdict",

@@ -16,7 +16,7 @@ from pipeline.agents.composed import (
 from pipeline.agents.proposer import rule_question, template_question
 from pipeline.agents.question_checks import question_reason
 from pipeline.agents.targets import Hop, Target, chain_text, find_form, obfuscate
-from pipeline.generation.gate_stats import is_disconnected, leaks_in_top_k
+from pipeline.generation.gate_stats import connectedness, leaks_in_top_k, redundant_hops
 from pipeline.kg.descriptions import describe
 from pipeline.kg.entity_facts import Entity, EntityFacts, Fact
 from schemas.tables import EDGES, ENTITIES
@@ -239,10 +239,23 @@ def test_a_description_is_offered_only_where_the_graph_makes_it_unique(tmp_path)
 
 
 def test_disconnected_and_one_search_decisions():
-    # dropping hop 2 leaves the answer as likely as the whole chain: that hop is not needed
-    assert is_disconnected(-2.0, [-5.0, -2.0]) is True
-    assert is_disconnected(-2.0, [-5.0, -3.1]) is False
-    assert is_disconnected(-2.0, [-5.0]) is None  # one hop: nothing to drop
+    bohr = (["Niels Bohr"], ["Copenhagen"], "Niels Bohr died in Copenhagen.")
+    capital = (["Copenhagen"], ["Denmark"], "Copenhagen is the capital of Denmark.")
+    # a final sentence that names the start entity states hop 1's link again
+    shortcut = (
+        ["Copenhagen"],
+        ["Denmark"],
+        "Copenhagen, where Niels Bohr died, is the capital of Denmark.",
+    )
+    assert redundant_hops([bohr, capital]) == [False, False]
+    assert redundant_hops([bohr, shortcut]) == [True, False]
+    # dropping hop 1 does not lower P(answer) and its link is stated again: disconnected
+    assert connectedness(-2.0, [-1.9, -5.0], [True, False]) == (True, "teacher_forced")
+    # the scores ignore hop 1, but it is the chain's only link: connected, by the text
+    assert connectedness(-2.0, [-1.9, -5.0], [False, False]) == (False, "rules")
+    # every hop lowers P(answer): connected, by the scores
+    assert connectedness(-2.0, [-2.5, -5.0], [True, False]) == (False, "teacher_forced")
+    assert connectedness(-2.0, [-5.0], [False]) is None  # one hop: nothing to drop
     found = lambda text, forms: find_form(text, forms) is not None  # noqa: E731
     top = ["Niels Bohr died in Copenhagen.", "Copenhagen is a city."]
     assert not leaks_in_top_k(top, [["Denmark"]], found)

@@ -67,6 +67,7 @@ GATE_COLUMNS = (
     "one_search_verdict",
     "hop_drop_logprobs",
     "disconnected",
+    "connected_decided_by",
     "connected_verdict",
     "v_shuffled",
     "v_answer_only",

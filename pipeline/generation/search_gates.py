@@ -3,7 +3,9 @@ search must not be enough.
 
 `connected` (MuSiQue's connected reasoning): the answer is scored teacher-forced with the
 evidence chain minus each hop in turn; a multi-hop record whose answer is as likely without
-some hop's sentence is `disconnected`. Its scores are also the `minus_hop` verifier controls.
+some hop's sentence, which the other sentences also state, is `disconnected`
+(`gate_stats.connectedness` says which judge decided). Its scores are also the `minus_hop`
+verifier controls.
 `one_search` (InfoSeek): the run's own retriever, given the question alone; a multi-hop record
 whose answer is in the top k is `one_search`. Both run once per shard over the batch.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pipeline.agents.targets import chain_text, find_form
+from pipeline.agents.targets import chain_text, entity_forms, find_form
 from pipeline.agents.verifier import (
     VerifierItem,
     VerifierResult,
@@ -23,7 +25,7 @@ from pipeline.agents.verifier import (
 )
 from pipeline.core.variants import load
 from pipeline.generation.builtin_steps import _answerable
-from pipeline.generation.gate_stats import is_disconnected, leaks_in_top_k, verdict
+from pipeline.generation.gate_stats import connectedness, leaks_in_top_k, redundant_hops, verdict
 from pipeline.generation.gates import control_row
 from pipeline.generation.steps import Gate, ShardState, Verdict, register
 
@@ -47,7 +49,8 @@ class Connected(Gate):
     name = "connected"
     reason = "disconnected"
     reads = ("gates", "ver_items", "by_method")
-    adds = ("verdicts", "hop_drop_logprobs", "disconnected", "connected_verdict")
+    adds = ("verdicts", "hop_drop_logprobs", "disconnected", "connected_decided_by",
+            "connected_verdict")  # fmt: skip
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Connected:
@@ -99,7 +102,11 @@ class Connected(Gate):
         for k in multi:
             c = st.gates[st.ver_idx[k]].columns
             c["hop_drop_logprobs"] = drops[k]
-            c["disconnected"] = is_disconnected(_logp(real[k]), drops[k])
+            chain = st.targets[st.ver_idx[k]].chain
+            links = [(entity_forms(h.subject), [h.object], h.text) for h in chain]
+            judged = connectedness(_logp(real[k]), drops[k], redundant_hops(links))
+            if judged is not None:
+                c["disconnected"], c["connected_decided_by"] = judged
 
 
 @register
