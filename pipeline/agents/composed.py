@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from pipeline.agents.properties import PROPERTIES
+from pipeline.agents.properties import PROPERTIES, value_of
 from pipeline.agents.proposer import insitu_question
 from pipeline.agents.targets import (
     Hop,
@@ -105,8 +105,7 @@ def bridge_target(
             taken = [*named, *hidden]
             if find_form(t.answer, taken) or find_form(hop1.text, [t.answer]):
                 continue  # the answer is a name of the chain, or hop 1 already says it
-            noun = PROPERTIES[link.pid].noun
-            described = f"the {noun} of {entity.label}"
+            described = value_of(link.pid, link.relation, entity.label)
             question = bridge_question(t, described, hidden)
             if question is None:
                 continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
-from pipeline.agents.properties import PROPERTIES
+from pipeline.agents.properties import PROPERTIES, value_of
 from pipeline.agents.question_checks import (
     KIND_NOUNS,
     OPENERS,
@@ -147,8 +147,7 @@ def template_question(t: Target) -> str | None:
     rels = t.path["relations"]
     chain = t.subject
     for rel in rels[:-1]:
-        p = PROPERTIES.get(rel["id"])
-        chain = f"the {p.noun if p else rel.get('label') or rel['id']} of {chain}"
+        chain = value_of(rel["id"], rel.get("label"), chain)
     last = rels[-1]
     if last["id"] in PROPERTIES:
         return PROPERTIES[last["id"]].question.format(x=chain)

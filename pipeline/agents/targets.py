@@ -142,9 +142,9 @@ def date_forms(node_id: str, label: str) -> list[str]:
 
 def quantity_forms(node_id: str, label: str) -> list[str]:
     """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047; the value also
-    rounded as passages write it: a million or more in millions ('2.8 million', '84
-    million'), a fraction to a whole number ('105' for 105.4), a large number to 2-3
-    significant figures ('890' for 891.1, '357,600' for 357,588)."""
+    rounded as passages write it, within 2 % (`_close`): a million or more in millions ('2.8
+    million', '84 million'), a fraction to a whole number ('105' for 105.4), a large number
+    to the nearest 10 ... 10,000 ('890' for 891.1, '357,600' for 357,588)."""
     m = _QUANTITY_ID.match(node_id)
     amount = m.group(1).lstrip("+") if m else label.split(" ")[0].replace(",", "")
     unit = label.partition(" ")[2]
@@ -157,21 +157,26 @@ def quantity_forms(node_id: str, label: str) -> list[str]:
     numbers = [grouped, plain]
     for scale, word in ((1e9, "billion"), (1e6, "million")):
         if abs(num) >= scale:  # 2,755,309 -> "2.8 million", as a passage rounds it
-            numbers += [f"{num / scale:.{d}f}".rstrip("0").rstrip(".") + f" {word}"
-                        for d in (1, 2, 0)]  # fmt: skip
+            for d in (1, 2, 0):
+                r = round(num / scale, d)
+                if _close(r * scale, num):
+                    numbers.append(f"{r:.{d}f}".rstrip("0").rstrip(".") + f" {word}")
             break
     else:
-        if not num.is_integer():
-            numbers.append(f"{round(num):,}")
-        for digits in (-1, -2, -3, -4):  # to the nearest 10 ... 10,000, as 'about 890'
-            if abs(num) >= 10 ** (1 - digits):
-                numbers.append(f"{round(num, digits):,.0f}")
+        rounded = [round(num, d) for d in (0, -1, -2, -3, -4) if abs(num) >= 10 ** (1 - d)]
+        numbers += [f"{r:,.0f}" for r in rounded if _close(r, num)]
     numbers = list(dict.fromkeys(numbers))
     out = [label]
     for n in numbers:
         out += [f"{n} {u}" for u in (unit, *UNIT_FORMS.get(unit, ())) if u]
     out += numbers
     return list(dict.fromkeys(out))
+
+
+def _close(rounded: float, value: float) -> bool:
+    """A rounding a passage may write for the value: within 2 % of it ('84 million' for
+    84,358,845; not '3 million' for 2,755,309)."""
+    return abs(rounded - value) <= 0.02 * abs(value)
 
 
 def entity_forms(label: str, aliases: Sequence[str] = ()) -> list[str]:
@@ -202,17 +207,28 @@ def answer_forms(node: dict, aliases: Sequence[str] = ()) -> list[str]:
 def find_form(text: str, forms: Sequence[str], whole_names: bool = False) -> tuple[int, int] | None:
     """The first (leftmost, then longest) occurrence of any form on word boundaries (a
     hyphen joins words: 'France' is not in 'Île-de-France'); case is ignored for names, never
-    for digits. `whole_names`: a name followed by another capitalised
-    word is part of a longer name and does not count ('New York' in 'New York City')."""
+    for digits. `whole_names`: a name next to another capitalised word is part of a longer
+    name and does not count ('New York' in 'New York City', 'Germany' in 'East Germany')."""
     best: tuple[int, int] | None = None
     tail = r"(?![\w-])(?!(?-i:\s+[A-Z]))" if whole_names else r"(?![\w-])"
     for f in forms:
         for m in re.finditer(rf"(?<![\w-]){re.escape(f)}{tail}", text, re.I):
+            if whole_names and _after_name(text, m.start()):
+                continue
             key = (m.start(), -(m.end() - m.start()))
             if best is None or key < (best[0], -(best[1] - best[0])):
                 best = (m.start(), m.end())
             break
     return best
+
+
+_NAME_BEFORE = re.compile(r"(?:^|[^\w.])([A-Z][\w'’-]*)\s+$")
+
+
+def _after_name(text: str, at: int) -> bool:
+    """A capitalised word other than a sentence opener right before `at`."""
+    m = _NAME_BEFORE.search(text[max(0, at - 40) : at])
+    return m is not None and m.group(1) not in OPENING_WORDS
 
 
 def _sentence_at(text: str, pos: int) -> Span | None:
@@ -389,5 +405,6 @@ def obfuscate(t: Target, entity: str, descriptions: Sequence[str]) -> Target:
             style="obfuscated",
             facts=t.facts.replace(entity, d, 1) if t.facts else t.facts,
             hidden=tuple(dict.fromkeys([*t.hidden, *forms])),
+            ruled=t.ruled.replace(entity, d) if t.ruled else None,
         )
     return t
