@@ -18,7 +18,8 @@ from pipeline.agents.rewards import contains, normalize, token_f1, validity
 _UNSEEN = re.compile(
     r"\b(?:(?:the|this|that|these|above|following|given|provided)\s+"
     r"(?:passage|passages|text|texts|sentence|sentences|paragraph|article|document|excerpt|"
-    r"context|information|evidence|statement|source|snippet|facts?|story|author|writer)"
+    r"context|information|evidence|statement|source|snippet|facts?|story|"
+    r"(?:author|writer)(?!\s+of\b))"
     r"|(?:mentioned|stated|described|given|shown)\s+(?:above|below|here|earlier)"
     r"|according to (?:it|this|the (?:passage|text|article|author)))\b",
     re.I,

@@ -392,5 +392,5 @@ class Controls(Step):
                 st.gates[i].columns.update(
                     {k: val for k, val in c.columns.items() if k.startswith("v_")}
                 )
-                st.gates[i].controls = c.controls
+                st.gates[i].controls += c.controls
         return len(subjects), len(subjects)

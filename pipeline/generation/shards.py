@@ -139,13 +139,10 @@ def build_targets(
     slots whose start entity the question describes instead of naming."""
     kg_idx = [i for i, sg in enumerate(graphs) if sg is not None]
     aliases = {q: a for i in kg_idx for q, a in (graphs[i].get("aliases") or {}).items()}
-    kg = kg_targets(
-        ctx.retriever,
-        [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx],
-        aliases,
-        ctx.cfg.generation.evidence_topk,
-    )
-    by_slot: dict[int, Target] = dict(zip(kg_idx, kg, strict=True))
+    k = ctx.cfg.generation.evidence_topk
+    items_kg = [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx]
+    by_slot: dict[int, Target] = dict(zip(kg_idx, kg_targets(ctx.retriever, items_kg, aliases, k),
+                                          strict=True))  # fmt: skip
     by_slot.update(composed_targets(ctx, items, passages, rids, set(kg_idx)))
     seen: set[tuple[str | None, str | None, str | None]] = set()
     out = []
@@ -154,12 +151,22 @@ def build_targets(
             passages[i], it.task_type, stable_int(rids[i], "answer")
         )
         t = described(ctx, t, rids[i])
-        key = (t.facts or t.answer, t.passage_id, t.evidence)
-        if t.posed and key in seen:  # one subgraph linked to several slots: ask it once
+        if t.posed and _key(t) in seen and graphs[i] is not None:
+            # one subgraph linked to several slots: another length of its path, if one is new
+            hops = [h for h in (it.hop_count - 1, it.hop_count + 1, 1, 2, 3, 4) if 1 <= h <= 4]
+            others = kg_targets(ctx.retriever, [(graphs[i], h, passages[i]) for h in hops],
+                                aliases, k)  # fmt: skip
+            t = next((o for o in others if o.posed and _key(o) not in seen), t)
+            t = described(ctx, t, rids[i])
+        if t.posed and _key(t) in seen:  # the same question again: ask it once
             t = replace(t, reason="duplicate_target")
-        seen.add(key)
+        seen.add(_key(t))
         out.append(t)
     return out
+
+
+def _key(t: Target) -> tuple[str | None, str | None, str | None]:
+    return (t.facts or t.answer, t.passage_id, t.evidence)
 
 
 def composed_targets(
