@@ -237,7 +237,12 @@ def test_verl_rows_follow_search_r1_layout():
     assert content.endswith("Question: Who wrote Hamlet?\n")
     assert got["reward_model"] == {
         "style": "rule",
-        "ground_truth": {"target": ["Paris"], "evidence": "e", "waypoints": ["x"]},
+        "ground_truth": {
+            "target": ["Paris"],
+            "evidence": "e",
+            "evidence_chain": [],
+            "waypoints": ["x"],
+        },
     }
     assert got["extra_info"]["split"] == "train" and got["extra_info"]["index"] == 0
 
