@@ -55,9 +55,15 @@ def state_hop(
             continue
         sent, a0, a1 = sup
         hop = Hop(
-            passage[0], sent.start, sent.end, sent.text, _label(subject),
-            relation.get("label") or relation["id"], passage[2][a0:a1], where,
-        )  # fmt: skip
+            passage[0],
+            sent.start,
+            sent.end,
+            sent.text,
+            _label(subject),
+            relation.get("label") or relation["id"],
+            passage[2][a0:a1],
+            where,
+        )
         if (passage[0], sent.start) not in used:
             return hop
         reused = reused or hop
@@ -104,8 +110,9 @@ def kg_targets(
             own = [(articles[p], "article") for p in node_passages[j] or [] if p in articles]
             searched = [((h.id, h.title, h.text), "retrieved") for h in retrieved]
             cands = [*own, (source, "source"), *read, *searched]
-            hop = state_hop(cands, path["nodes"][j], path["relations"][j], path["nodes"][j + 1],
-                            aliases, used)  # fmt: skip
+            hop = state_hop(
+                cands, path["nodes"][j], path["relations"][j], path["nodes"][j + 1], aliases, used
+            )
             if hop is None:
                 missing = j - a + 1
                 break
@@ -131,8 +138,9 @@ def _kg_target(
         "waypoints": [_label(n) for n in nodes[:-1]],
     }
     if missing is not None:
-        return Target(**base, aliases=tuple(forms), reason="no_supporting_passage",
-                      missing_hop=missing)  # fmt: skip
+        return Target(
+            **base, aliases=tuple(forms), reason="no_supporting_passage", missing_hop=missing
+        )
     final = chain[-1]
     # the bridge entities: every name of an intermediate node, and how its span writes it
     hidden = []

@@ -57,8 +57,16 @@ def _stated(
         sup = support_in(passage, forms, subject_forms, fact.pid)
         if sup is not None:
             sent, a0, a1 = sup
-            hop = Hop(passage[0], sent.start, sent.end, sent.text, subject.label, fact.relation,
-                      passage[2][a0:a1], where)  # fmt: skip
+            hop = Hop(
+                passage[0],
+                sent.start,
+                sent.end,
+                sent.text,
+                subject.label,
+                fact.relation,
+                passage[2][a0:a1],
+                where,
+            )
             return hop, a0 - sent.start
     return None
 
@@ -80,10 +88,13 @@ def bridge_target(
     None when no link is stated in the entity's article or the linked article has no span
     for the task type."""
     links = [
-        f for f in entity.facts
-        if f.pid in PROPERTIES and f.pid not in MANY_VALUED and f.passage_ids
+        f
+        for f in entity.facts
+        if f.pid in PROPERTIES
+        and f.pid not in MANY_VALUED
+        and f.passage_ids
         and f.node["id"] in facts.entities
-    ]  # fmt: skip
+    ]
     for k in range(len(links)):
         link = links[(pick + k) % len(links)]
         first = _stated(_articles(entity, texts, source), link, entity)
@@ -109,8 +120,16 @@ def bridge_target(
             question = bridge_question(t, described, hidden)
             if question is None:
                 continue
-            hop2 = Hop(t.passage_id, t.start, t.end, t.evidence, bridge.label, t.span_kind or "",
-                       t.answer, "article")  # fmt: skip
+            hop2 = Hop(
+                t.passage_id,
+                t.start,
+                t.end,
+                t.evidence,
+                bridge.label,
+                t.span_kind or "",
+                t.answer,
+                "article",
+            )
             return Target(
                 kind="bridge",
                 answer=t.answer,
@@ -146,8 +165,11 @@ def bridge_question(t: Target, described: str, hidden: Sequence[str]) -> str | N
     q = insitu_question(t)  # t.subject is the bridge entity: pronouns become its name
     if q is None or len(q.split()) > 24:
         return None
-    m = re.match(rf"(?:{'|'.join(map(re.escape, sorted(hidden, key=len, reverse=True)))})"
-                 r"(?= [a-z])(?! (?:is|was) (?:the|a|an) )", q)  # fmt: skip
+    m = re.match(
+        rf"(?:{'|'.join(map(re.escape, sorted(hidden, key=len, reverse=True)))})"
+        r"(?= [a-z])(?! (?:is|was) (?:the|a|an) )",
+        q,
+    )
     if m is None:
         return None
     out = described[0].upper() + described[1:] + q[m.end() :]

@@ -49,8 +49,13 @@ class Connected(Gate):
     name = "connected"
     reason = "disconnected"
     reads = ("gates", "ver_items", "by_method")
-    adds = ("verdicts", "hop_drop_logprobs", "disconnected", "connected_decided_by",
-            "connected_verdict")  # fmt: skip
+    adds = (
+        "verdicts",
+        "hop_drop_logprobs",
+        "disconnected",
+        "connected_decided_by",
+        "connected_verdict",
+    )
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Connected:
@@ -84,8 +89,9 @@ class Connected(Gate):
                 rest = chain_text(chain[:j] + chain[j + 1 :])
                 jobs.append((k, j, replace(items[k], evidence=rest)))
         base = [real[k] for k, _, _ in jobs]
-        scored = verify_teacher_forced(gen, [it for _, _, it in jobs], ctx.shots, ctx.render,
-                                       baseline=base)  # fmt: skip
+        scored = verify_teacher_forced(
+            gen, [it for _, _, it in jobs], ctx.shots, ctx.render, baseline=base
+        )
         by_method = {"teacher_forced": scored}
         if self.primary == "teacher_forced_pmi":
             ntok = [answer_tokens(gen, it.answer) for _, _, it in jobs]
@@ -96,8 +102,9 @@ class Connected(Gate):
             g = st.gates[st.ver_idx[k]]
             extra = {"dropped_hop": j + 1}
             for method, res in by_method.items():
-                row = control_row(item, method, "minus_hop", item.evidence, res[n], extra,
-                                  ctx.run_id, st.now)  # fmt: skip
+                row = control_row(
+                    item, method, "minus_hop", item.evidence, res[n], extra, ctx.run_id, st.now
+                )
                 g.controls.append(row)
         for k in multi:
             c = st.gates[st.ver_idx[k]].columns

@@ -93,8 +93,7 @@ class GenerationContext:
             if not far:
                 return None  # one cluster only: no off-topic control
             found = self.retriever.passages.get([row for _, row in far])
-            text = " ".join(next(iter(sentences(x)), Span(x, 0, len(x))).text
-                            for _, _, x in found)  # fmt: skip
+            text = " ".join(next(iter(sentences(x)), Span(x, 0, len(x))).text for _, _, x in found)
             return text, found[0][0], far[0][0]
 
         return pick
@@ -141,8 +140,9 @@ def build_targets(
     aliases = {q: a for i in kg_idx for q, a in (graphs[i].get("aliases") or {}).items()}
     k = ctx.cfg.generation.evidence_topk
     items_kg = [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx]
-    by_slot: dict[int, Target] = dict(zip(kg_idx, kg_targets(ctx.retriever, items_kg, aliases, k),
-                                          strict=True))  # fmt: skip
+    by_slot: dict[int, Target] = dict(
+        zip(kg_idx, kg_targets(ctx.retriever, items_kg, aliases, k), strict=True)
+    )
     by_slot.update(composed_targets(ctx, items, passages, rids, set(kg_idx)))
     seen: set[tuple[str | None, str | None, str | None]] = set()
     out = []
@@ -154,8 +154,9 @@ def build_targets(
         if t.posed and _key(t) in seen and graphs[i] is not None:
             # one subgraph linked to several slots: another length of its path, if one is new
             hops = [h for h in (it.hop_count - 1, it.hop_count + 1, 1, 2, 3, 4) if 1 <= h <= 4]
-            others = kg_targets(ctx.retriever, [(graphs[i], h, passages[i]) for h in hops],
-                                aliases, k)  # fmt: skip
+            others = kg_targets(
+                ctx.retriever, [(graphs[i], h, passages[i]) for h in hops], aliases, k
+            )
             t = next((o for o in others if o.posed and _key(o) not in seen), t)
             t = described(ctx, t, rids[i])
         if t.posed and _key(t) in seen:  # the same question again: ask it once
@@ -182,8 +183,11 @@ def composed_targets(
     facts = ctx.facts
     if facts is None or not ctx.cfg.generation.two_passage:
         return {}
-    slots = [(i, e) for i, it in enumerate(items) if i not in taken and it.hop_count >= 2
-             and (e := facts.about(passages[i][0])) is not None]  # fmt: skip
+    slots = [
+        (i, e)
+        for i, it in enumerate(items)
+        if i not in taken and it.hop_count >= 2 and (e := facts.about(passages[i][0])) is not None
+    ]
     wanted: set[str] = set()
     for _, e in slots:
         wanted.update(e.passage_ids)

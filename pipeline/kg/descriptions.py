@@ -41,8 +41,23 @@ PHRASES: dict[str, str] = {
 # A person's class is an occupation; "the human born in 1885" describes nobody.
 CLASS_PIDS = ("P106", "P31")
 _NOT_A_CLASS = ("Q5",)
-RENDER = ("P27", "P131", "P17", "P30", "P86", "P50", "P170", "P175", "P112", "P571", "P577",
-          "P19", "P569", "P20", "P570")  # fmt: skip
+RENDER = (
+    "P27",
+    "P131",
+    "P17",
+    "P30",
+    "P86",
+    "P50",
+    "P170",
+    "P175",
+    "P112",
+    "P571",
+    "P577",
+    "P19",
+    "P569",
+    "P20",
+    "P570",
+)
 
 
 @dataclass(frozen=True)

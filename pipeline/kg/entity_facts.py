@@ -201,8 +201,14 @@ def _entities(meta: list[tuple], rows: list[dict]) -> dict[str, Entity]:
     out = {}
     for qid, label, aliases, passages in meta:
         if label:
-            out[qid] = Entity(qid, label, tuple(aliases or ()), frozenset(classes.get(qid, ())),
-                              tuple(passages or ()), tuple(facts.get(qid, ())))  # fmt: skip
+            out[qid] = Entity(
+                qid,
+                label,
+                tuple(aliases or ()),
+                frozenset(classes.get(qid, ())),
+                tuple(passages or ()),
+                tuple(facts.get(qid, ())),
+            )
     return out
 
 
