@@ -16,16 +16,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from pipeline.agents.chains import state_hop
 from pipeline.agents.properties import PROPERTIES, value_of
 from pipeline.agents.proposer import insitu_question
 from pipeline.agents.targets import (
     Hop,
     Target,
-    answer_forms,
     entity_forms,
     find_form,
     passage_target,
-    support_in,
 )
 from pipeline.kg.entity_facts import COMPARABLE, Entity, EntityFacts, Fact, facts_by_pid
 from pipeline.kg.valency import MANY_VALUED
@@ -46,29 +45,11 @@ COMPARISONS = {
 }
 
 
-def _stated(
-    passages: Sequence[tuple[Passage, str]], fact: Fact, subject: Entity
-) -> tuple[Hop, int] | None:
-    """The first sentence of `passages` stating (subject, fact), as a Hop, with the object's
-    offset inside the sentence."""
-    forms = answer_forms(fact.node)
-    subject_forms = entity_forms(subject.label, subject.aliases)
-    for passage, where in passages:
-        sup = support_in(passage, forms, subject_forms, fact.pid)
-        if sup is not None:
-            sent, a0, a1 = sup
-            hop = Hop(
-                passage[0],
-                sent.start,
-                sent.end,
-                sent.text,
-                subject.label,
-                fact.relation,
-                passage[2][a0:a1],
-                where,
-            )
-            return hop, a0 - sent.start
-    return None
+def _stated(passages: Sequence[tuple[Passage, str]], fact: Fact, subject: Entity) -> Hop | None:
+    """The first sentence of `passages` stating (subject, fact), as a Hop (`chains.state_hop`)."""
+    node = {"id": subject.qid, "label": subject.label}
+    relation = {"id": fact.pid, "label": fact.relation}
+    return state_hop(passages, node, relation, fact.node, {subject.qid: subject.aliases}, set())
 
 
 def _articles(e: Entity, texts: Mapping[str, Passage], first: Passage | None = None):
@@ -100,7 +81,7 @@ def bridge_target(
         first = _stated(_articles(entity, texts, source), link, entity)
         if first is None:
             continue
-        hop1, _ = first
+        hop1 = first
         bridge = facts.entities[link.node["id"]]
         named = entity_forms(entity.label, entity.aliases)
         hidden = tuple(dict.fromkeys([*entity_forms(bridge.label, bridge.aliases), hop1.object]))
@@ -200,7 +181,7 @@ def comparison_target(
             second = _stated(_articles(other, texts), theirs, other)
             if second is None:
                 continue
-            return _comparison(entity, fact, first[0], other, theirs, second[0], pick)
+            return _comparison(entity, fact, first, other, theirs, second, pick)
     return None
 
 
