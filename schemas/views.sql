@@ -707,6 +707,27 @@ WHERE c.is_verbatim;
 -- results the catalog's refresh kept: evidence_counts and evidence_mismatches below).
 CREATE OR REPLACE VIEW evidence_check AS SELECT * FROM evidence_check_of('curriculum');
 
+-- Every hop of every verbatim record's evidence chain re-checked against the corpus now: the
+-- hop's sentence must be the recorded slice of its recorded passage (the `chain` audit).
+CREATE OR REPLACE VIEW chain_check AS
+SELECT
+    c.record_id,
+    c.run_id,
+    c.h.hop AS hop,
+    c.h.passage_id AS passage_id,
+    c.h.char_start AS char_start,
+    c.h.char_end AS char_end,
+    c.h.text AS span,
+    p.id IS NOT NULL AS passage_found,
+    evidence_slice(p.text, c.h.char_start, c.h.char_end) AS recorded_slice,
+    coalesce(evidence_slice(p.text, c.h.char_start, c.h.char_end) = c.h.text, false)
+        AS span_matches
+FROM (
+    SELECT record_id, run_id, unnest(evidence_chain) AS h FROM curriculum
+    WHERE is_verbatim AND evidence_chain IS NOT NULL
+) c
+LEFT JOIN passages p ON p.id = c.h.passage_id;
+
 -- What the store's evidence index computes a night's results from (once, then its counts
 -- and its mismatches): every row's verdict, the texts of the failing rows only.
 CREATE OR REPLACE MACRO evidence_results_of(cur) AS TABLE
