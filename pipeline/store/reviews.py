@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
+import re
+import stat
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,11 +35,18 @@ from pathlib import Path
 import duckdb
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.core.contracts import conform, read_shard
+from pipeline.core.contracts import SchemaMismatchError, check_schema, conform, read_shard
 from pipeline.core.errors import BadInputError, first_line
-from pipeline.core.io import exclusive_lock, utcnow, write_parquet_atomic
+from pipeline.core.io import (
+    exclusive_lock,
+    remove_contained,
+    rename_durably,
+    utcnow,
+    write_parquet_atomic,
+)
 from pipeline.core.parquet_sql import files_select, path_list, sql_string
 from schemas.tables import REVIEW_REASONS, REVIEW_VERDICTS
 
@@ -50,6 +60,7 @@ GRACE = dt.timedelta(hours=24)  # how long the files a fold held stay for earlie
 _STAMP = "%Y%m%dT%H%M%S%f"  # a file name's first part: when it was written (UTC)
 MAX_NOTE = 2000  # characters of free text
 MAX_REVIEWER = 100
+MAX_RECORDS = 10_000  # records one submission reviews (the browser's bulk review: 500)
 
 
 class ReviewError(BadInputError):
@@ -71,6 +82,10 @@ class Verdict:
     note: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("verdict", "reviewer", "reason", "note"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (value is None and name in ("reason", "note"))):
+                raise ReviewError(name, f"{name} must be text")
         if self.verdict not in REVIEW_VERDICTS:
             raise ReviewError("verdict", f"verdict must be one of {', '.join(REVIEW_VERDICTS)}")
         reviewer = self.reviewer.strip()
@@ -103,12 +118,139 @@ class Verdict:
 
 
 def _committed(root: Path) -> list[Path]:
-    """The review files written (a dot-named file is a write in progress or a leftover)."""
-    return sorted(p for p in (root / REVIEWS_DIR).glob("*.parquet") if not p.name.startswith("."))
+    """The review files written (a dot-named file is a write in progress or a leftover), each
+    checked as input (`review_file_problem`): one that fails is moved aside to
+    `reviews/.quarantine/` with one warning line naming it and why, and every reader
+    (SQL, audits, exports, the browser, landing) carries on with the rest."""
+    folder = root / REVIEWS_DIR
+    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    out = []
+    for path in files:
+        why = _inspect(path)[0]
+        if why is None:
+            out.append(path)
+        elif why != _GONE:
+            quarantine(root, path, why)
+    return out
 
 
 def _compacted(files: Sequence[Path]) -> list[Path]:
     return [p for p in files if p.name.startswith(COMPACTED_PREFIX)]
+
+
+QUARANTINE_DIR = ".quarantine"  # under reviews/: files that are not review files
+MAX_FILE_BYTES = 256 * 2**20  # a compacted file of SEALED_ROWS full notes is ~20 MB
+MAX_ID = 256  # characters of a record or run id
+# A file named in a compacted file's list: a plain name of the reviews folder.
+_HELD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.parquet$")
+_GONE = "gone"  # deleted since it was listed (a sweep): nothing to move aside
+# (path, inode, size, mtime) -> (problem or None, the names a compacted file holds): a
+# long-lived reader (the browser) checks each file once.
+_INSPECTED: dict[tuple[str, int, int, int], tuple[str | None, list[str]]] = {}
+
+
+def _inspect(path: Path) -> tuple[str | None, list[str]]:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return _GONE, []
+    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if (hit := _INSPECTED.get(key)) is None:
+        if len(_INSPECTED) > 100_000:
+            _INSPECTED.clear()
+        hit = _INSPECTED[key] = _check_file(path, st)
+    return hit
+
+
+def review_file_problem(path: Path) -> str | None:
+    """Why the file at `path` is not a review file this store wrote (None: it is one)."""
+    return _inspect(path)[0]
+
+
+def _check_file(path: Path, st: os.stat_result) -> tuple[str | None, list[str]]:
+    """(why the file is not a review file, or None; the names it holds if it is a compacted
+    one): a regular file of a bounded size, Parquet with exactly the reviews contract's
+    columns, every row a verdict `Verdict` would write (a known verdict, a reason for a
+    rejection and only then, the ids, a reviewer and a time, none in the future), and a
+    compacted file's list of the files it holds a list of plain names of its folder."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a folder or a symbolic link)", []
+    if st.st_size > MAX_FILE_BYTES:
+        return f"larger than {MAX_FILE_BYTES // 2**20} MB", []
+    try:
+        pf = pq.ParquetFile(path)
+        check_schema("reviews", pf.schema_arrow, where=path.name)
+        rows = pf.read()
+    except SchemaMismatchError as exc:
+        return first_line(exc).removeprefix(f"{path.name}: "), []
+    except Exception as exc:  # pyarrow raises many kinds for a file that is not Parquet
+        return f"not a Parquet file ({first_line(exc)[:200]})", []
+    if (why := _rows_problem(rows)) is not None:
+        return why, []
+    if not path.name.startswith(COMPACTED_PREFIX):
+        return None, []
+    try:
+        _written_at(path)
+        held = orjson.loads((pf.schema_arrow.metadata or {})[COVERS])
+    except (BadInputError, KeyError, orjson.JSONDecodeError):
+        return "a compacted review file that does not say when it was written and what it holds", []
+    if not isinstance(held, list) or not all(
+        isinstance(n, str) and _HELD_NAME.match(n) and n != path.name for n in held
+    ):
+        return "a compacted review file whose list of held files is not plain names", []
+    return None, held
+
+
+def _rows_problem(rows: pa.Table) -> str | None:
+    for col in ("review_id", "record_id", "run_id", "verdict", "reviewer", "reviewed_at"):
+        if rows[col].null_count:
+            return f"{col} is missing in {rows[col].null_count} row(s)"
+    verdict, reason = rows["verdict"], rows["reason"]
+    known = pc.is_in(verdict, value_set=pa.array(REVIEW_VERDICTS))
+    if not pc.all(known).as_py():
+        bad = pc.filter(verdict, pc.invert(known))[0].as_py()
+        return f"unknown verdict {ascii(bad)[:40]} (not {' or '.join(REVIEW_VERDICTS)})"
+    reject = pc.equal(verdict, "reject")
+    reasons = pc.fill_null(pc.is_in(reason, value_set=pa.array(REVIEW_REASONS)), False)
+    if not pc.all(pc.if_else(reject, reasons, pc.is_null(reason))).as_py():
+        return "a rejection without a known reason, or an acceptance with one"
+    for col, most in (("note", MAX_NOTE), ("reviewer", MAX_REVIEWER), ("record_id", MAX_ID),
+                      ("run_id", MAX_ID), ("review_id", MAX_ID)):  # fmt: skip
+        longest = pc.max(pc.utf8_length(rows[col])).as_py()
+        if longest is not None and longest > most:
+            return f"a {col} longer than {most} characters"
+    times = rows["reviewed_at"]
+    latest, earliest = pc.max(times).as_py(), pc.min(times).as_py()
+    if latest is not None and (latest > utcnow() + FUTURE or earliest < EARLIEST):
+        return f"reviewed_at outside {EARLIEST:%Y-%m-%d} .. now ({earliest} .. {latest})"
+    return None
+
+
+FUTURE = dt.timedelta(days=1)  # clocks disagree; a review from later than that would win forever
+EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+
+def quarantine(root: Path, path: Path, why: str) -> Path | None:
+    """Move a file of reviews/ that is not a review file aside to reviews/.quarantine/ (the
+    io layer's rename, inside the store), with one warning line naming it and why; where it
+    cannot be moved (a read-only store) it is left out with the same line. Where it went."""
+    folder = root / REVIEWS_DIR / QUARANTINE_DIR
+    dest = folder / path.name
+    n = 1
+    while dest.exists() or dest.is_symlink():
+        n += 1
+        dest = folder / f"{path.name}.{n}"
+    try:
+        folder.mkdir(exist_ok=True)
+        rename_durably(path, dest, within=root)
+    except FileNotFoundError:
+        return None  # moved aside (or swept) by another reader meanwhile
+    except OSError as exc:
+        log.warning("review file %s left out: %s (cannot move it aside: %s)", path, why,
+                    exc.strerror)  # fmt: skip
+        return None
+    log.warning("review file %s moved aside to %s: %s", path, dest, why)
+    return dest
 
 
 def holdings(
@@ -116,53 +258,23 @@ def holdings(
 ) -> dict[Path, list[str]]:
     """Each compacted file of `files` and the names of the review files it holds
     (transitively: a compaction that folds a compacted file names what that one held too,
-    so they may go in any order). Read by DuckDB, on a reader's own connection (`con`) or an
-    in-memory one: pyarrow's Parquet reader would add 7 MB to every reader's process."""
-    compacted = _compacted(files)
-    if not compacted:
-        return {}
-    db = duckdb.connect() if con is None else con
-    try:
-        try:
-            rows = _covers(db, compacted)
-        except duckdb.Error:
-            # a sweep deleted one since it was listed: what it held, a newer one holds too
-            compacted = [p for p in compacted if p.exists()]
-            rows = _covers(db, compacted)
-    except duckdb.Error:
-        for path in compacted:  # name the file at fault
-            try:
-                _covers(db, [path])
-            except duckdb.Error as exc:
-                raise BadInputError(f"{path}: {first_line(exc)}") from None
-        raise
-    finally:
-        if con is None:
-            db.close()
+    so they may go in any order), as read when the file was checked (`_committed`); a file
+    deleted since it was listed holds nothing (what it held, a newer one holds too). `con`
+    is unused (the names are read once per file and process)."""
     out = {}
-    for path in compacted:
-        try:
-            out[path] = orjson.loads(rows[path])
-        except (KeyError, orjson.JSONDecodeError):
-            raise BadInputError(
-                f"{path}: a compacted review file that does not name the files it holds"
-            ) from None
+    for path in _compacted(files):
+        why, held = _inspect(path)
+        if why == _GONE:
+            continue
+        if why is not None:
+            raise BadInputError(f"{path}: {why}")
+        out[path] = held
     return out
 
 
-def _covers(con: duckdb.DuckDBPyConnection, files: Sequence[Path]) -> dict[Path, bytes]:
-    if not files:
-        return {}
-    rows = con.execute(
-        "SELECT file_name, value FROM parquet_kv_metadata(?) WHERE key = ?",
-        [[str(p) for p in files], COVERS],
-    ).fetchall()
-    return {Path(name): value for name, value in rows}
-
-
 def review_files(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[Path]:
-    """The live review files: those written, less those a compacted file holds (`con`: the
-    reader's connection, see holdings)."""
+    """The live review files: those written and valid, less those a compacted file holds
+    (`con`: unused, see holdings)."""
     files = _committed(root)
     return _live(files, holdings(files, con))
 
@@ -227,18 +339,17 @@ def sweep_reviews(
     if before is None or not (root / REVIEWS_DIR).is_dir():
         return []
     cutoff = min(before, utcnow() - (GRACE if grace is None else grace))
+    folder = root / REVIEWS_DIR
     gone = []
     with _lock(root):
         for p, names in holdings(_committed(root)).items():
             if _written_at(p) >= cutoff:
                 continue
-            for name in names:
-                held = p.parent / name
-                if held.exists():
-                    held.unlink()
+            for name in names:  # names read from the file: each must be a file of its folder
+                if (held := remove_contained(folder, name, source=p)) is not None:
                     gone.append(held)
-        for leftover in (root / REVIEWS_DIR).glob(f".{COMPACTED_PREFIX}*"):
-            leftover.unlink(missing_ok=True)
+        for leftover in folder.glob(f".{COMPACTED_PREFIX}*"):
+            remove_contained(folder, leftover.name)
     return gone
 
 
@@ -257,6 +368,12 @@ def write_reviews(root: Path, verdict: Verdict, records: Sequence[tuple[str, str
     """Record `verdict` for every (record_id, run_id) in one new file; returns its path."""
     if not records:
         raise ReviewError("record_id", "no records to review")
+    if len(records) > MAX_RECORDS:
+        raise ReviewError("record_id", f"at most {MAX_RECORDS} records in one review")
+    for ids in records:
+        if not (isinstance(ids, tuple | list) and len(ids) == 2
+                and all(isinstance(i, str) and 0 < len(i) <= MAX_ID for i in ids)):  # fmt: skip
+            raise ReviewError("record_id", f"a record id and a run id of 1 to {MAX_ID} characters")
     now = utcnow()
     table = conform("reviews", verdict.rows(records, now))
     path = root / REVIEWS_DIR / f"{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:12]}.parquet"
@@ -269,12 +386,19 @@ def attach_reviews(
 ) -> None:
     """Point this connection's `reviews` at the review files on disk now, or at `files` (a
     listing made before, which a reader's later connections share): a temporary view, which
-    the catalog's views read in place of the listing made at refresh; the listing itself is
-    `_reviews_listed`, which `scope_reviews` narrows."""
+    the catalog's views read in place of the listing made at refresh (none left on disk: the
+    contract's empty table, so a file removed since the refresh is not read); the listing
+    itself is `_reviews_listed`, which `scope_reviews` narrows."""
     files = review_files(root, con) if files is None else files
-    if not files:
-        return
-    select = files_select(path_list(files), hive=False, empty="_empty_reviews")
+    if files:
+        select = files_select(path_list(files), hive=False, empty="_empty_reviews")
+    else:
+        has_empty = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_empty_reviews'"
+        ).fetchall()
+        if has_empty != [(1,)]:
+            return  # a catalog from before reviews: it has no reviews view to replace
+        select = "SELECT * FROM _empty_reviews"
     con.execute(f"CREATE OR REPLACE TEMP VIEW {_LISTED} AS {select}")
     con.execute(f"CREATE OR REPLACE TEMP VIEW reviews AS SELECT * FROM {_LISTED}")
 
