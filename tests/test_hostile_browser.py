@@ -147,8 +147,8 @@ def test_a_kg_path_with_null_labels_draws_instead_of_failing(history, tmp_path):
     assert 'id="kg-path"' in page.text
 
 
-def test_a_report_linked_out_of_the_store_is_not_followed(history, tmp_path):
-    store = copy_of(history, tmp_path / "out")
+def test_a_report_linked_out_of_the_store_is_not_followed(tmp_path):
+    store = build(tmp_path / "out")
     client = client_of(store)
     secret = tmp_path / "secret.md"
     secret.write_text("SECRET-OUTSIDE")
