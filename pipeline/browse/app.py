@@ -439,12 +439,6 @@ def _addresses(host: str, port: int) -> list[tuple]:
         ) from None
 
 
-def is_loopback(host: str, port: int = 8765) -> bool:
-    """Every address `host` names is a loopback address."""
-    infos = _addresses(host, port)
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
-
-
 def bind_socket(host: str, port: int, expose: bool, token: str | None) -> socket.socket:
     """The listening socket: the host and port checked (BindError, exit 2: an empty host, a
     port outside 1..65535, a name that does not resolve, a port in use), and anything but a
@@ -495,7 +489,7 @@ def serve(
 
     sock = sock or bind_socket(host, port, expose, token)
     name = reviewer or os.environ.get("USER") or "reviewer"
-    hosts = () if is_loopback(host, port) else (host,)
+    hosts: tuple[str, ...] = (host,)  # the name it was told, loopback or not (127.0.0.2)
     if expose and host in ("0.0.0.0", "::"):
         hosts += (socket.gethostname(), socket.getfqdn())
     app = create_browse_app(catalog, name, hosts, token if expose else None)
