@@ -63,40 +63,58 @@ def path_within(root: Path, *parts: str | Path) -> Path:
 
 def contained(
     root: Path, name: object, *, source: object = None, follow: bool = True, verb: str = "use",
-    quiet: bool = False,
+    quiet: bool = False, links: bool = True,
 ) -> Path:  # fmt: skip
     """`root / name` for a name read from data (a manifest's file, a review file's list of
     the files it holds, a trash entry), refused unless it is a relative path that names
     something strictly inside `root`: not absolute, not climbing out with `..`, no NUL, not
-    `root` itself, and not reaching out through a symbolic link (the folders on the way,
-    and with `follow` the name itself: a read follows the last link, an unlink or a rename
-    acts on the link). The one gate every delete, rename and read of such a name passes; a
-    refusal is logged (naming `source`, the file the name came from) and raised as
-    PathEscapeError, before anything is touched (`quiet`: the caller logs it)."""
+    `root` itself, and (with `links`) not reaching out through a symbolic link: the folders
+    on the way, and with `follow` the name itself (a read follows the last link, an unlink or
+    a rename acts on the link). The one gate every delete, rename and read of such a name
+    passes; a refusal is logged (naming `source`, the file the name came from) and raised as
+    PathEscapeError, before anything is touched (`quiet`: the caller logs it). Without
+    `links` it is string work only (a year of manifests is 30,000 names)."""
+    why = _escape(root, name, follow, links)
+    if why is None:
+        return _lexical(_lexical(root) / os.path.normpath(str(name)))
     where = f" (named by {source})" if source is not None else ""
     shown = ascii(str(name) if isinstance(name, str | Path) else repr(name))[:160]
-    why = _escape(root, name, follow)
-    if why is None:
-        return _lexical(_lexical(root) / name)  # type: ignore[operator]
     msg = f"refusing to {verb} {shown}{where}: {why} ({_lexical(root)})"
     if not quiet:
         log.warning("%s", msg)
     raise PathEscapeError(msg)
 
 
-def _escape(root: Path, name: object, follow: bool) -> str | None:
-    """Why `name` does not name something inside `root` (None: it does)."""
+def name_escapes(name: object) -> str | None:
+    """Why `name` is not a relative path strictly inside the folder it is read against, by
+    its text alone (None: it is one): not a path, empty, a NUL, absolute, or climbing out."""
     if not isinstance(name, str | Path):
         return "it is not a path"
     text = str(name)
     if not text or "\0" in text:
         return "it is empty or holds a NUL"
-    if Path(text).is_absolute():
+    if text[0] == "/":
         return "it is an absolute path"
+    if ".." not in text:  # the common case, a plain relative path: string work only
+        return None if text.strip("/.") else "it names the folder itself"
+    depth = 0
+    for part in text.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return "it resolves outside it"
+        elif part not in ("", "."):
+            depth += 1
+    return None if depth > 0 else "it names the folder itself"
+
+
+def _escape(root: Path, name: object, follow: bool, links: bool) -> str | None:
+    """Why `name` does not name something inside `root` (None: it does)."""
+    if (why := name_escapes(name)) is not None or not links:
+        return why
+    norm = os.path.normpath(str(name))
     base = _lexical(root)
-    target = _lexical(base / text)
-    if target == base or not target.is_relative_to(base):
-        return "it resolves outside it"
+    target = base / norm
     real = Path(os.path.realpath(base))
     seen = Path(os.path.realpath(target if follow else target.parent))
     if seen != real and not seen.is_relative_to(real):
@@ -336,6 +354,7 @@ __all__ = [
     "exclusive_lock",
     "fsync_path",
     "fsync_tree",
+    "name_escapes",
     "path_within",
     "remove_contained",
     "rename_durably",

@@ -38,15 +38,22 @@ def record_artifacts(
     con.unregister("_artifacts_arrow")
 
 
-def built_for(catalog: Path) -> tuple[Path, Path, dict[str, list[str]]] | None:
-    """(store root, catalog path, artifacts) a catalog was built for; None for a catalog
-    from before it recorded them."""
+def built_for(
+    catalog: Path, con: duckdb.DuckDBPyConnection | None = None
+) -> tuple[Path, Path, dict[str, list[str]]] | None:
+    """(store root, catalog path, artifacts) a catalog was built for, read on `con` (a
+    connection to it) or a read-only one of its own; None for a catalog from before it
+    recorded them."""
     try:
-        with duckdb.connect(str(catalog), read_only=True) as con:
-            ((root, built),) = con.execute(
+        db = duckdb.connect(str(catalog), read_only=True) if con is None else con
+        try:
+            ((root, built),) = db.execute(
                 "SELECT store_root, catalog_path FROM catalog_info"
             ).fetchall()
-            rows = con.execute(f'SELECT "table", path FROM {_ARTIFACTS_TABLE}').fetchall()
+            rows = db.execute(f'SELECT "table", path FROM {_ARTIFACTS_TABLE}').fetchall()
+        finally:
+            if con is None:
+                db.close()
     except (duckdb.Error, OSError, ValueError):  # none recorded, or not a catalog: the
         return None  # reader's own connect says what is wrong with it
     artifacts: dict[str, list[str]] = {}
@@ -71,11 +78,14 @@ def store_of(catalog: Path, root: Path, built: Path) -> Path | None:
 _SETTLED: set[tuple[str, int, int, int]] = set()  # catalog files found in their own store
 
 
-def moved_catalog(catalog: Path) -> tuple[Path, Path, dict[str, list[Path]]] | None:
+def moved_catalog(
+    catalog: Path, con: duckdb.DuckDBPyConnection | None = None
+) -> tuple[Path, Path, dict[str, list[Path]]] | None:
     """(the store it was built for, the store it lies in, its artifacts there) for a catalog
     that lies in another store than it was built for; None when it lies in its own (or was
-    built outside its store, or before it recorded where). A catalog file found in its own
-    store is not opened again (a rebuild is a new file)."""
+    built outside its store, or before it recorded where). Read on `con` when the caller
+    has the catalog open; a catalog file found in its own store is not read again (a
+    rebuild is a new file)."""
     try:
         st = catalog.stat()
     except OSError:
@@ -83,7 +93,7 @@ def moved_catalog(catalog: Path) -> tuple[Path, Path, dict[str, list[Path]]] | N
     ident = (str(catalog.absolute()), st.st_ino, st.st_size, st.st_mtime_ns)
     if ident in _SETTLED:
         return None
-    built = built_for(catalog)
+    built = built_for(catalog, con)
     here = store_of(catalog, *built[:2]) if built is not None else None
     if built is None or here is None or here == Path(os.path.realpath(built[0])):
         _SETTLED.add(ident)

@@ -35,7 +35,6 @@ from pathlib import Path
 import duckdb
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.contracts import SchemaMismatchError, check_schema, conform, read_shard
@@ -117,16 +116,21 @@ class Verdict:
         ]
 
 
-def _committed(root: Path) -> list[Path]:
+def _committed(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[Path]:
     """The review files written (a dot-named file is a write in progress or a leftover), each
-    checked as input (`review_file_problem`): one that fails is moved aside to
-    `reviews/.quarantine/` with one warning line naming it and why, and every reader
-    (SQL, audits, exports, the browser, landing) carries on with the rest."""
+    checked as input (`_inspect`) but those a valid compacted file holds (never read again:
+    the sweep deletes them); one that fails is moved aside to `reviews/.quarantine/` with
+    one warning line naming it and why, and every reader (SQL, audits, exports, the browser,
+    landing) carries on with the rest. `con`: the reader's connection, if it has one."""
     folder = root / REVIEWS_DIR
     files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    compacted = _compacted(files)
+    checked = _inspect(compacted, con)
+    held = {n for p in compacted if checked[p][0] is None for n in checked[p][1]}
+    checked |= _inspect([p for p in files if p not in checked and p.name not in held], con)
     out = []
     for path in files:
-        why = _inspect(path)[0]
+        why = checked[path][0] if path in checked else None
         if why is None:
             out.append(path)
         elif why != _GONE:
@@ -144,54 +148,63 @@ MAX_ID = 256  # characters of a record or run id
 # A file named in a compacted file's list: a plain name of the reviews folder.
 _HELD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*\.parquet$")
 _GONE = "gone"  # deleted since it was listed (a sweep): nothing to move aside
-# (path, inode, size, mtime) -> (problem or None, the names a compacted file holds): a
-# long-lived reader (the browser) checks each file once.
-_INSPECTED: dict[tuple[str, int, int, int], tuple[str | None, list[str]]] = {}
+Checked = tuple[str | None, list[str]]  # (why it is not a review file, the names it holds)
+# (path, inode, size, mtime) -> Checked: a long-lived reader (the browser) checks each once.
+_INSPECTED: dict[tuple[str, int, int, int], Checked] = {}
 
 
-def _inspect(path: Path) -> tuple[str | None, list[str]]:
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return _GONE, []
-    key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
-    if (hit := _INSPECTED.get(key)) is None:
-        if len(_INSPECTED) > 100_000:
-            _INSPECTED.clear()
-        hit = _INSPECTED[key] = _check_file(path, st)
-    return hit
+def _inspect(paths: Sequence[Path], con: duckdb.DuckDBPyConnection | None) -> dict[Path, Checked]:
+    """Each file's check (`_file_problem`, then the rows of those that pass, read by DuckDB in
+    one query over them all: pyarrow's compute would add 20 MB to every reader's process)."""
+    out: dict[Path, Checked] = {}
+    keys, todo = {}, {}
+    for path in paths:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            out[path] = (_GONE, [])
+            continue
+        keys[path] = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        if (hit := _INSPECTED.get(keys[path])) is not None:
+            out[path] = hit
+        elif (first := _file_problem(path, st))[0] is not None:
+            out[path] = first
+        else:
+            todo[path] = first[1]
+    if todo:
+        rows = _rows_problems(list(todo), con)
+        out |= {p: (rows[p], [] if rows[p] else held) for p, held in todo.items()}
+    if len(_INSPECTED) > 100_000:
+        _INSPECTED.clear()
+    _INSPECTED.update((keys[p], checked) for p, checked in out.items() if p in keys)
+    return out
 
 
 def review_file_problem(path: Path) -> str | None:
     """Why the file at `path` is not a review file this store wrote (None: it is one)."""
-    return _inspect(path)[0]
+    return _inspect([path], None)[path][0]
 
 
-def _check_file(path: Path, st: os.stat_result) -> tuple[str | None, list[str]]:
-    """(why the file is not a review file, or None; the names it holds if it is a compacted
-    one): a regular file of a bounded size, Parquet with exactly the reviews contract's
-    columns, every row a verdict `Verdict` would write (a known verdict, a reason for a
-    rejection and only then, the ids, a reviewer and a time, none in the future), and a
-    compacted file's list of the files it holds a list of plain names of its folder."""
+def _file_problem(path: Path, st: os.stat_result) -> Checked:
+    """What a file's footer tells: a regular file of a bounded size, Parquet with exactly the
+    reviews contract's columns, and a compacted file's list of the files it holds a list of
+    plain names of its folder (its rows are checked next: `_rows_problems`)."""
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file (a folder or a symbolic link)", []
     if st.st_size > MAX_FILE_BYTES:
         return f"larger than {MAX_FILE_BYTES // 2**20} MB", []
     try:
-        pf = pq.ParquetFile(path)
-        check_schema("reviews", pf.schema_arrow, where=path.name)
-        rows = pf.read()
+        schema = pq.read_schema(path)
+        check_schema("reviews", schema, where=path.name)
     except SchemaMismatchError as exc:
         return first_line(exc).removeprefix(f"{path.name}: "), []
     except Exception as exc:  # pyarrow raises many kinds for a file that is not Parquet
         return f"not a Parquet file ({first_line(exc)[:200]})", []
-    if (why := _rows_problem(rows)) is not None:
-        return why, []
     if not path.name.startswith(COMPACTED_PREFIX):
         return None, []
     try:
         _written_at(path)
-        held = orjson.loads((pf.schema_arrow.metadata or {})[COVERS])
+        held = orjson.loads((schema.metadata or {})[COVERS])
     except (BadInputError, KeyError, orjson.JSONDecodeError):
         return "a compacted review file that does not say when it was written and what it holds", []
     if not isinstance(held, list) or not all(
@@ -201,29 +214,70 @@ def _check_file(path: Path, st: os.stat_result) -> tuple[str | None, list[str]]:
     return None, held
 
 
-def _rows_problem(rows: pa.Table) -> str | None:
-    for col in ("review_id", "record_id", "run_id", "verdict", "reviewer", "reviewed_at"):
-        if rows[col].null_count:
-            return f"{col} is missing in {rows[col].null_count} row(s)"
-    verdict, reason = rows["verdict"], rows["reason"]
-    known = pc.is_in(verdict, value_set=pa.array(REVIEW_VERDICTS))
-    if not pc.all(known).as_py():
-        bad = pc.filter(verdict, pc.invert(known))[0].as_py()
-        return f"unknown verdict {ascii(bad)[:40]} (not {' or '.join(REVIEW_VERDICTS)})"
-    reject = pc.equal(verdict, "reject")
-    reasons = pc.fill_null(pc.is_in(reason, value_set=pa.array(REVIEW_REASONS)), False)
-    if not pc.all(pc.if_else(reject, reasons, pc.is_null(reason))).as_py():
-        return "a rejection without a known reason, or an acceptance with one"
-    for col, most in (("note", MAX_NOTE), ("reviewer", MAX_REVIEWER), ("record_id", MAX_ID),
-                      ("run_id", MAX_ID), ("review_id", MAX_ID)):  # fmt: skip
-        longest = pc.max(pc.utf8_length(rows[col])).as_py()
-        if longest is not None and longest > most:
-            return f"a {col} longer than {most} characters"
-    times = rows["reviewed_at"]
-    latest, earliest = pc.max(times).as_py(), pc.min(times).as_py()
-    if latest is not None and (latest > utcnow() + FUTURE or earliest < EARLIEST):
-        return f"reviewed_at outside {EARLIEST:%Y-%m-%d} .. now ({earliest} .. {latest})"
-    return None
+def _rows_sql() -> str:
+    """Per file, the rows that `Verdict` would not have written, by kind."""
+
+    def listed(values: Sequence[str]) -> str:
+        return ", ".join(map(sql_string, values))
+
+    lengths = " OR ".join(f"length({c}) > {n}" for c, n in (
+        ("note", MAX_NOTE), ("reviewer", MAX_REVIEWER), ("record_id", MAX_ID),
+        ("run_id", MAX_ID), ("review_id", MAX_ID)))  # fmt: skip
+    required = " OR ".join(f"{c} IS NULL" for c in (
+        "review_id", "record_id", "run_id", "verdict", "reviewer", "reviewed_at"))  # fmt: skip
+    return f"""
+        SELECT filename,
+            count(*) FILTER (WHERE {required}) AS missing,
+            count(*) FILTER (WHERE verdict NOT IN ({listed(REVIEW_VERDICTS)})) AS verdict,
+            count(*) FILTER (WHERE CASE WHEN verdict = 'reject'
+                THEN reason IS NULL OR reason NOT IN ({listed(REVIEW_REASONS)})
+                ELSE reason IS NOT NULL END) AS reason,
+            count(*) FILTER (WHERE {lengths}) AS length,
+            count(*) FILTER (WHERE reviewed_at > ?::TIMESTAMPTZ
+                OR reviewed_at < ?::TIMESTAMPTZ) AS time
+        FROM read_parquet(?, filename = true, union_by_name = false,
+                          hive_partitioning = false)
+        GROUP BY filename"""
+
+
+_WHY = {
+    "missing": "an id, verdict, reviewer or time is missing in {n} row(s)",
+    "verdict": f"{{n}} row(s) with a verdict that is not {' or '.join(REVIEW_VERDICTS)}",
+    "reason": "{n} rejection(s) without a known reason, or acceptance(s) with one",
+    "length": f"{{n}} row(s) with a note over {MAX_NOTE}, a reviewer over {MAX_REVIEWER} or "
+    f"an id over {MAX_ID} characters",
+    "time": "{n} row(s) reviewed before 2000 or more than a day from now",
+}
+
+
+def _rows_problems(
+    paths: list[Path], con: duckdb.DuckDBPyConnection | None
+) -> dict[Path, str | None]:
+    """Why each file's rows are not reviews `Verdict` would write (None: they are), in one
+    query over every file; a file DuckDB cannot read is found by reading each alone."""
+    db = duckdb.connect() if con is None else con
+    args = [utcnow() + FUTURE, EARLIEST]
+    try:
+        try:
+            found = db.execute(_rows_sql(), [*args, [str(p) for p in paths]]).fetchall()
+        except duckdb.Error:
+            if len(paths) == 1:
+                raise
+            out: dict[Path, str | None] = {}
+            for p in paths:
+                out |= _rows_problems([p], db)
+            return out
+    except duckdb.Error as exc:
+        return {paths[0]: f"not a readable Parquet file ({first_line(exc)[:200]})"}
+    finally:
+        if con is None:
+            db.close()
+    by_file = {Path(row[0]): row[1:] for row in found}
+    out = {}
+    for p in paths:
+        counts = dict(zip(_WHY, by_file.get(p, (0,) * len(_WHY)), strict=True))
+        out[p] = next((_WHY[k].format(n=n) for k, n in counts.items() if n), None)
+    return out
 
 
 FUTURE = dt.timedelta(days=1)  # clocks disagree; a review from later than that would win forever
@@ -258,12 +312,11 @@ def holdings(
 ) -> dict[Path, list[str]]:
     """Each compacted file of `files` and the names of the review files it holds
     (transitively: a compaction that folds a compacted file names what that one held too,
-    so they may go in any order), as read when the file was checked (`_committed`); a file
-    deleted since it was listed holds nothing (what it held, a newer one holds too). `con`
-    is unused (the names are read once per file and process)."""
+    so they may go in any order), as read when the file was checked (`_inspect`, once per
+    file and process); a file deleted since it was listed holds nothing (what it held, a
+    newer one holds too)."""
     out = {}
-    for path in _compacted(files):
-        why, held = _inspect(path)
+    for path, (why, held) in _inspect(_compacted(files), con).items():
         if why == _GONE:
             continue
         if why is not None:
@@ -274,8 +327,8 @@ def holdings(
 
 def review_files(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> list[Path]:
     """The live review files: those written and valid, less those a compacted file holds
-    (`con`: unused, see holdings)."""
-    files = _committed(root)
+    (`con`: the reader's connection, that DuckDB reads the rows to check on)."""
+    files = _committed(root, con)
     return _live(files, holdings(files, con))
 
 

@@ -537,6 +537,15 @@ def settle_catalog(catalog: str | Path) -> bool:
     return True
 
 
+def _open_readonly(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.IOException as exc:
+        if "not a valid DuckDB database" in str(exc):
+            raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
+        raise
+
+
 def connect_readonly(
     catalog: str | Path, reviews: Sequence[Path] | None = None
 ) -> duckdb.DuckDBPyConnection:
@@ -545,13 +554,11 @@ def connect_readonly(
     is rebuilt over its own store first (settle_catalog)."""
     path = Path(catalog)
     check_catalog_file(path)
-    settle_catalog(path)
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.IOException as exc:
-        if "not a valid DuckDB database" in str(exc):
-            raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
-        raise
+    con = _open_readonly(path)
+    if moved_catalog(path, con) is not None:  # rebuilt over its own store, then opened again
+        con.close()
+        settle_catalog(path)
+        con = _open_readonly(path)
     root = store_root(con)
     if root is not None:  # the reviews written since the last refresh
         attach_reviews(con, root, reviews)
