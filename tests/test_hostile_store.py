@@ -549,7 +549,7 @@ def test_overwrite_replaces_only_an_export_of_ours_holding_nothing_else(exported
     other.mkdir()
     (other / "manifest.json").write_text('{"files": []}')
     (other / "data.csv").write_text("mine")
-    with pytest.raises(ExportError, match="not an export this command wrote"):
+    with pytest.raises(ExportError, match="not a curriculum export"):
         export_curriculum(store.catalog_path, other, where="is_valid", overwrite=True)
     assert (other / "data.csv").read_text() == "mine"
 

@@ -33,7 +33,7 @@ def check_target(out: Path, overwrite: bool) -> None:
         raise ExportError(f"{out} already exists", "pass --overwrite to replace that export")
     if (why := _not_ours(out)) is not None:
         raise ExportError(
-            f"{out} is not an export this command wrote ({why}); not replacing it",
+            f"{out} exists and is not a curriculum export ({why}); not replacing it",
             "choose another output directory (or move those files away first)",
         )
 
