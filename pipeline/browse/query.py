@@ -131,9 +131,11 @@ def decode_cursor(cursor: str, sort: str) -> tuple[Any, str]:
             value = dt.datetime.fromisoformat(value)
         except ValueError as exc:
             raise CursorError("not a time cursor") from exc
-    elif not isinstance(value, int | float):
-        raise CursorError("not a numeric cursor")
-    return value, record_id
+    elif isinstance(value, bool) or not isinstance(value, int | float) or abs(value) > 1e300:
+        raise CursorError("not a numeric cursor")  # (an integer past a double's range)
+    if not 0 < len(record_id) <= 128:
+        raise CursorError("not a cursor of this browser")
+    return (float(value) if sort != "time" else value), record_id
 
 
 LIST_COLUMNS = (

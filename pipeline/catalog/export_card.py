@@ -11,6 +11,8 @@ manifest does not; only the commands name the export's folder.
 
 from __future__ import annotations
 
+import html
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -161,9 +163,9 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
             "",
             "```bash",
             "python -m verl.trainer.main_ppo \\",
-            f"  data.train_files={out / 'verl' / 'train.parquet'} \\",
-            f"  data.val_files={out / 'verl' / 'validation.parquet'} \\",
-            f"  reward.custom_reward_function.path={reward} \\",
+            f"  data.train_files={_shell(out / 'verl' / 'train.parquet')} \\",
+            f"  data.val_files={_shell(out / 'verl' / 'validation.parquet')} \\",
+            f"  reward.custom_reward_function.path={_shell(reward)} \\",
             f"  reward.custom_reward_function.name={VERL_FUNCTION} ...",
             "```",
             "",
@@ -183,7 +185,7 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
         "from datasets import load_dataset, load_from_disk",
         "from trl import GRPOConfig, GRPOTrainer",
         "",
-        f"spec = importlib.util.spec_from_file_location('reward', '{reward}')",
+        f"spec = importlib.util.spec_from_file_location('reward', {str(reward)!r})",
         "reward = importlib.util.module_from_spec(spec)",
         "spec.loader.exec_module(reward)",
         f"train = {trl.trl_train(out / fmt)}",
@@ -197,12 +199,23 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
 # ---- where it came from and what was taken -------------------------------------------------
 
 
+def _shell(path: Path) -> str:
+    """A path as one shell word (a folder named `x; rm -rf ~` stays a name)."""
+    return shlex.quote(str(path))
+
+
+def _text(value: Any) -> str:
+    """A stored value (a run's profile, a gate's name, a warning) as Markdown text: no raw
+    HTML (`<`, `>`, `&` as entities), on one line."""
+    return html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _text(value).replace("|", "\\|")
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -489,7 +502,7 @@ def _limitations(m: dict[str, Any]) -> list[str]:
             " only exact duplicates (normalised text) were removed."
         )
     out += [w for w in m["warnings"] if w != m["split"]["forced"]]  # that one is under Split
-    return ["## Known limitations", "", *(f"- {x}" for x in out), ""]
+    return ["## Known limitations", "", *(f"- {_text(x)}" for x in out), ""]
 
 
 def write_card(tmp: Path, out: Path, manifest: dict[str, Any]) -> Path:

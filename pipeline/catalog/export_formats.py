@@ -237,19 +237,21 @@ def _save_dataset_dict(dd: Any, folder: Path, rows: dict[str, int]) -> Written:
 
 
 VERL = ExportFormat(
-    trl_train=lambda d: f"load_dataset('parquet', data_files='{d / 'train.parquet'}')['train']",
+    trl_train=lambda d: (
+        f"load_dataset('parquet', data_files={str(d / 'train.parquet')!r})['train']"
+    ),
     trl_rank=2,
     data_files=lambda split: f"{split}.parquet",
     open=_VerlWriter,
 )
 HF = ExportFormat(
-    trl_train=lambda d: f"load_from_disk('{d}')['train']",
+    trl_train=lambda d: f"load_from_disk({str(d)!r})['train']",
     trl_rank=0,
     data_files=lambda split: f"{split}/*.arrow",
     open=_HFWriter,
 )
 JSONL = ExportFormat(
-    trl_train=lambda d: f"load_dataset('json', data_files='{d / 'train.jsonl'}')['train']",
+    trl_train=lambda d: f"load_dataset('json', data_files={str(d / 'train.jsonl')!r})['train']",
     trl_rank=1,
     data_files=lambda split: f"{split}.jsonl",
     open=_JsonlWriter,

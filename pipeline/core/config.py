@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from pipeline.core.gates_config import GatesConfig
+from pipeline.core.machine import physical_memory, size_bytes
 from pipeline.core.profile_yaml import (
     ConfigError,
     apply_overrides,
@@ -68,6 +69,7 @@ class _Section(BaseModel):
 # away). Generous for any real use, small enough that the machine survives the setting.
 DAY_S = 86_400.0
 GIB = 2**30
+MAX_SEED = 2**63 - 1  # seeds: what a 64-bit generator takes (2**70 crashed a split)
 
 
 def _cores() -> int:
@@ -135,8 +137,8 @@ class RetrievalConfig(_Section):
     url: str | None = None
     concurrency: int = Field(4, ge=1, le=1024)
     timeout_s: float = Field(60.0, gt=0, le=DAY_S)
-    retries: int = Field(5, ge=0)
-    retry_backoff_s: float = Field(1.0, ge=0)
+    retries: int = Field(5, ge=0, le=100)
+    retry_backoff_s: float = Field(1.0, ge=0, le=3600)
 
     @model_validator(mode="after")
     def _http_needs_url(self) -> RetrievalConfig:
@@ -199,10 +201,10 @@ class LLMConfig(_Section):
     max_num_batched_tokens: int | None = Field(None, ge=64)
     # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
     # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
-    request_timeout_s: float = Field(600.0, gt=0)
-    max_retries: int = Field(5, ge=0)
-    retry_backoff_s: float = Field(1.0, ge=0)
-    max_concurrency: int = Field(8, ge=1)
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S)
+    max_retries: int = Field(5, ge=0, le=100)
+    retry_backoff_s: float = Field(1.0, ge=0, le=3600)
+    max_concurrency: int = Field(8, ge=1, le=4096)
     # http: name of the environment variable holding a bearer token (never the token itself).
     api_key_env: str | None = None
     # http: local tokenizer (path, hub id or registry:<package>) for count_tokens when the
@@ -312,12 +314,14 @@ class VerifierConfig(_Section):
 
 
 class RewardConfig(_Section):
-    lambda_v: float = 0.5
-    lambda_b: float = 0.1
-    lambda_e: float = 0.3
-    l_max: int = Field(256, ge=1)
-    n_solver: int = Field(5, ge=2)
-    wcr_alpha: float = 0.3
+    # Weights of the reward's terms (finite: no inf / nan in any section), each in [0, 10].
+    lambda_v: float = Field(0.5, ge=0.0, le=10.0)
+    lambda_b: float = Field(0.1, ge=0.0, le=10.0)
+    lambda_e: float = Field(0.3, ge=0.0, le=10.0)
+    l_max: int = Field(256, ge=1, le=1_048_576)
+    n_solver: int = Field(5, ge=2, le=1024)
+    # The exported reward.py's α: R = c + α(1 - c)·valid·g~ stays in [0, 1] for α in [0, 1].
+    wcr_alpha: float = Field(0.3, ge=0.0, le=1.0)
 
 
 class SolverConfig(_Section):
@@ -387,8 +391,8 @@ class ExecutorConfig(_Section):
     # Dead workers are replaced (a lost node's share moves to the nodes left) at most so often.
     max_replacements: int = Field(8, ge=0)
     # Seconds without any worker ready (placing actors, loading models) before giving up.
-    setup_timeout_s: float = Field(900.0, gt=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
+    setup_timeout_s: float = Field(900.0, gt=0, le=DAY_S)
+    connect_timeout_s: float = Field(10.0, gt=0, le=DAY_S)
 
     @model_validator(mode="after")
     def _address_is_for_ray(self) -> ExecutorConfig:
@@ -426,6 +430,15 @@ class SQLConfig(_Section):
     threads: int = Field(0, ge=0)  # 0 = DuckDB's default (all cores); at most 8 per core
     # Rows printed per statement (fetched in batches; the rest is never materialised).
     max_rows: int = Field(1000, ge=1, le=1_000_000)
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory_within_the_machine(cls, v: str) -> str:
+        if size_bytes(v) > physical_memory():
+            raise ValueError(
+                f"at most this machine's memory ({physical_memory() / GIB:.1f} GiB, or 100%)"
+            )
+        return v
 
     @field_validator("threads")
     @classmethod
@@ -477,7 +490,7 @@ class QualityConfig(_Section):
 
 class PipelineConfig(_Section):
     profile: str = "embedded"
-    seed: int = 20260101
+    seed: int = Field(20260101, ge=0, le=MAX_SEED)
     corpus: CorpusConfig = CorpusConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     index: IndexConfig = IndexConfig()
