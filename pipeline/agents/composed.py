@@ -30,6 +30,13 @@ from pipeline.kg.entity_facts import COMPARABLE, Entity, EntityFacts, Fact, fact
 from pipeline.kg.valency import MANY_VALUED
 
 Passage = tuple[str, str, str]  # (id, title, text)
+# A question phrase run into a preposition ("the War of in what year to 1871"): in-situ
+# rewriting of a sentence it does not fit.
+_GARBLED = re.compile(
+    r"\b(?:of|in|on|at|to|by|from) (?:in|on|at|to|by|from|of) (?:what|which|whom|how)\b"
+)
+# Words after a name that make it a modifier, not the sentence's subject ("Paris proper").
+_NOT_A_VERB = r" (?:proper|itself|alone|region|area|city|side)\b"
 SPANS_TRIED = 6  # candidate answer spans read per article of a bridge entity
 
 # "Who was born first, X or Y?": how a comparison asks, by property (person or thing).
@@ -144,13 +151,10 @@ def bridge_question(t: Target, described: str, hidden: Sequence[str]) -> str | N
     bridge entity (or 'It', 'The city') is the sentence's subject, named once, and the
     question stays short: anything else reads as a riddle, not a question."""
     q = insitu_question(t)  # t.subject is the bridge entity: pronouns become its name
-    if q is None or len(q.split()) > 24:
+    if q is None or len(q.split()) > 24 or _GARBLED.search(q):
         return None
-    m = re.match(
-        rf"(?:{'|'.join(map(re.escape, sorted(hidden, key=len, reverse=True)))})"
-        r"(?= [a-z])(?! (?:is|was) (?:the|a|an) )",
-        q,
-    )
+    names = "|".join(map(re.escape, sorted(hidden, key=len, reverse=True)))
+    m = re.match(rf"(?:{names})(?= [a-z])(?! (?:is|was) (?:the|a|an) |{_NOT_A_VERB})", q)
     if m is None:
         return None
     out = described[0].upper() + described[1:] + q[m.end() :]

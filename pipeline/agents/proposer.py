@@ -311,8 +311,10 @@ def propose(
     s = settings
     examples = [x.question for x in shots] + [x.question for x in kg_shots]
 
-    def reason(q: str | None, t: Target) -> str | None:
-        context = " ".join(x for x in (t.chain_evidence, t.facts, t.subject) if x)
+    def reason(q: str | None, t: Target, built: bool = False) -> str | None:
+        # a rule-built question draws only on the task's relations and names: grounded
+        extra = q if built else None
+        context = " ".join(x for x in (t.chain_evidence, t.facts, t.subject, extra) if x)
         return question_reason(
             q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
             max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
@@ -334,7 +336,7 @@ def propose(
     ruled: dict[int, str] = {}  # slots whose rule-built question goes first
     for i, task in enumerate(tasks):
         q = rule_built(task.target) if task.target.posed and rules_first(task.target) else None
-        if q is not None and reason(q, task.target) is None:
+        if q is not None and reason(q, task.target, built=True) is None:
             ruled[i] = q
     posed = [i for i, t in enumerate(tasks) if t.target.posed and i not in ruled]
     prompts = {
@@ -405,7 +407,7 @@ def propose(
         # the question stored is the last one tried, with the reason it failed (if it did):
         # the rule-built one when there is one, else the first sample (all are in raw output)
         q, source = (fallback, "template") if fallback else (r.final, None)
-        why = reason(fallback, t) if fallback else reasons[i][0]
+        why = reason(fallback, t, built=True) if fallback else reasons[i][0]
         results.append(
             ProposerResult(prompts[i], r, _proposal(t, q, r.transcript), why is None, why,
                            len(group), source)

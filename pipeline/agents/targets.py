@@ -393,11 +393,11 @@ def obfuscate(t: Target, entity: str, descriptions: Sequence[str]) -> Target:
     """The target with its start entity (`entity`, as the subject names it) described instead
     of named: the first of `descriptions` (each unique in the graph) that names none of the
     chain's other entities nor the answer. Unchanged when none qualifies."""
-    avoid = [*t.hidden, *t.aliases]
+    forms = entity_forms(entity)
+    avoid = [*t.hidden, *t.aliases, *forms]  # nor the entity itself ('the city in Salzburg')
     for d in descriptions:
         if find_form(d, avoid) is not None:
             continue
-        forms = entity_forms(entity)
         subject = t.subject.replace(entity, d) if entity in t.subject else d
         return replace(
             t,

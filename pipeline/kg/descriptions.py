@@ -41,6 +41,9 @@ PHRASES: dict[str, str] = {
 # A person's class is an occupation; "the human born in 1885" describes nobody.
 CLASS_PIDS = ("P106", "P31")
 _NOT_A_CLASS = ("Q5",)
+# Facts that only say where (or whose citizen): "the river in France" may single out one item
+# of a small graph, but few of the world; such a fact describes only beside another.
+WHERE = frozenset({"P131", "P17", "P30", "P27"})
 RENDER = (
     "P27",
     "P131",
@@ -154,6 +157,8 @@ def describe(ingest_dir: Path, qids: Iterable[str], limit: int = 6) -> dict[str,
         parts = [(p1, v1, l1)] + ([(p2, v2, l2)] if p2 else [])
         if any(lbl is None and not _is_year(v) for _, v, lbl in parts):
             continue  # an item value without a label cannot be written
+        if all(p in WHERE for p, _, _ in parts) and len(parts) < 2:
+            continue  # "the river in France": a place names few things in a whole graph
         phrases = [PHRASES[p].format(lbl or v) for p, v, lbl in sorted(parts, key=_rendered)]
         if len({ph.split()[0] for ph in phrases}) < len(phrases):
             continue  # "in Bavaria in Baden-Württemberg", "born in Ulm born in 1879"
