@@ -24,6 +24,15 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show the engines' own logs (vLLM, Prefect, torch) on the console too; they are "
+        "in the log file either way.",
+    ),
+]
 LimitOpt = Annotated[
     int | None,
     typer.Option(
@@ -108,6 +117,7 @@ __all__ = [
     "LimitOpt",
     "ProfileOpt",
     "SetOpt",
+    "VerboseOpt",
     "config_or_fail",
     "fail",
     "identifier_or_fail",
