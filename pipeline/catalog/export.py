@@ -301,7 +301,7 @@ def export_curriculum(
                 },
             }
             # The card is rendered from the manifest (its files aside), then listed in it.
-            files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
+            files.append(_file_entry(tmp, write_card(tmp, manifest), None, None, None))
             (tmp / MANIFEST).write_bytes(
                 orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
             )
