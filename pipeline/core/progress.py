@@ -37,6 +37,7 @@ class Stage:
     result: str = ""
     started: float = field(default_factory=time.monotonic)
     base: int | None = None  # units done before this process began (a resumed run's)
+    ended: float | None = None
     _reporter: Reporter | None = None
 
     def update(self, done: int | None = None, info: list[str] | None = None) -> None:
@@ -55,7 +56,7 @@ class Stage:
         self.result = result
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return (self.ended or time.monotonic()) - self.started
 
     def eta(self) -> float | None:
         """Seconds left at this process's pace so far (None before it has done a unit)."""
@@ -131,6 +132,7 @@ def _end_pending(ok: bool) -> None:
     global _pending
     pending, _pending = _pending, None
     if pending is not None and pending._reporter is not None:
+        pending.ended = time.monotonic()
         pending._reporter.end(pending, ok)
 
 
@@ -146,8 +148,10 @@ def stage(
     try:
         yield st
     except BaseException:
+        st.ended = time.monotonic()
         reporter.end(st, ok=False)
         raise
+    st.ended = time.monotonic()
     reporter.end(st, ok=True)
 
 
