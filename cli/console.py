@@ -138,7 +138,7 @@ class LiveReporter:
         class Bar(BarColumn):
             def render(self, task):  # a bar only where the stage knows its size
                 if not task.total or task.fields.get("ok") is not None:
-                    return Text(" " * (self.bar_width or 0))
+                    return Text("")
                 return super().render(task)
 
         class Figures(ProgressColumn):

@@ -176,16 +176,15 @@ def print_summary(s, cfg: PipelineConfig, log_path) -> None:
     mean_v = "n/a" if s.mean_v is None else f"{s.mean_v:+.3f}"
     mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
     typer.echo(
-        f"\nrun {s.run_id} ({cfg.profile}): {s.records} records, {s.valid} valid, "
-        f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}, "
-        f"{s.accepted} accepted"
+        f"\nrun {s.run_id}: {s.records} records, {s.valid} valid, {s.verbatim} valid+verbatim, "
+        f"{s.accepted} accepted\n  mean V {mean_v}, mean proposer reward {mean_r}"
     )
-    typer.echo(f"catalog: {shown_path(s.catalog)}")
+    typer.echo(f"DuckDB catalog: {shown_path(s.catalog)}")
     if s.report:
-        typer.echo(f"report:  {shown_path(s.report)}")
+        typer.echo(f"run report:     {shown_path(s.report)}")
     else:
-        typer.echo(f"report:  not written; try `curriculum report --run-id {s.run_id}`")
-    typer.echo(f"log:     {shown_path(log_path)}")
+        typer.echo(f"run report:     not written; try `curriculum report --run-id {s.run_id}`")
+    typer.echo(f"log file:       {shown_path(log_path)}")
     typer.echo("next:")
     typer.echo('  .venv/bin/curriculum sql "SELECT * FROM funnel"   # query the catalog')
     typer.echo("  make browse                                      # read the records")

@@ -108,7 +108,7 @@ def land_task(
 ) -> RunSummary:
     with progress.stage("landing") as st:
         summary = land_stage(ctx, index, subgraphs)
-        st.finish(f"catalog refreshed: {summary.records} records, {summary.accepted} accepted")
+        st.finish(f"catalog of {summary.records} records, {summary.accepted} accepted")
     return summary
 
 

@@ -68,10 +68,8 @@ def generate_stage(
     graphs = subgraphs.subgraphs_for_generation() if subgraphs is not None else []
     with progress.stage("clusters") as st:
         plan = make_plan(cfg, store, index.dir, run_id, graphs)
-        clusters = len({item.cluster_id for item in plan.items})
-        st.finish(
-            f"iteration {plan.iteration}: {len(plan.items)} sources drawn from {clusters} clusters"
-        )
+        k = len({item.cluster_id for item in plan.items})
+        st.finish(f"{len(plan.items)} sources from {k} clusters (iteration {plan.iteration})")
     status = "failed"
     try:
         step = GenerationStep(
@@ -134,9 +132,9 @@ class GenerationProgress:
 
     def result(self, status: str) -> str:
         made = sum(self._size(s) for s in self.done)
-        passing = "" if self.passing is None else f", {self.passing} pass the run's own gates"
+        passing = "" if self.passing is None else f", {self.passing} pass the run's gates"
         stopped = "" if status == "completed" else f" ({status})"
-        return f"{made} records in {len(self.done)} shards{passing}{stopped}"
+        return f"{made} records{passing}{stopped}"
 
 
 class TokenRate:
