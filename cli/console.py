@@ -285,9 +285,11 @@ def run_console(log_path: Path, command: str, verbose: bool = False) -> Iterator
     sys.stderr.flush()
     console_out = _console_stream(os.dup(1))
     console_err = _console_stream(os.dup(2))
+    tee: _Tee | None = None
     if verbose:
         read_fd, write_fd = os.pipe()
-        _Tee(read_fd, console_err.fileno(), log_fd).start()
+        tee = _Tee(read_fd, console_err.fileno(), log_fd)
+        tee.start()
         os.dup2(write_fd, 1)
         os.dup2(write_fd, 2)
         os.close(write_fd)
@@ -315,10 +317,17 @@ def run_console(log_path: Path, command: str, verbose: bool = False) -> Iterator
             logging.getLogger().removeHandler(warnings)
         sys.stdout.flush()
         sys.stderr.flush()
-        # Descriptors 1 and 2 stay on the log until the process ends (the engines shut down
-        # after the command's result and still log); what the command prints from here on
-        # goes to the console through Python's own streams.
-        sys.stdout, sys.stderr = console_out, console_err
+        if tee is not None:
+            # -v: the console again, and what is still in the pipe copied before the result;
+            # an engine process that still holds the pipe keeps being copied while it runs.
+            os.dup2(console_out.fileno(), 1)
+            os.dup2(console_err.fileno(), 2)
+            tee.join(timeout=2.0)
+        else:
+            # Descriptors 1 and 2 stay on the log until the process ends (the engines shut
+            # down after the command's result and still log); what the command prints from
+            # here on goes to the console through Python's own streams.
+            sys.stdout, sys.stderr = console_out, console_err
 
 
 def stage_log(root: Path, command: str) -> Path:

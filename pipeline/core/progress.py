@@ -37,6 +37,7 @@ class Stage:
     result: str = ""
     started: float = field(default_factory=time.monotonic)
     base: int | None = None  # units done before this process began (a resumed run's)
+    last_done: float | None = None  # when `done` last moved
     ended: float | None = None
     _reporter: Reporter | None = None
 
@@ -45,6 +46,8 @@ class Stage:
         if done is not None:
             if self.base is None:
                 self.base = done
+            elif done != self.done:
+                self.last_done = time.monotonic()
             self.done = done
         if info is not None:
             self.info = info
@@ -59,11 +62,14 @@ class Stage:
         return (self.ended or time.monotonic()) - self.started
 
     def eta(self) -> float | None:
-        """Seconds left at this process's pace so far (None before it has done a unit)."""
+        """Seconds left at this process's pace per unit so far, less the time the unit in
+        progress has taken (None before a unit is done here, or once the estimate is spent)."""
         done_here = self.done - (self.base or 0)
-        if not self.total or done_here <= 0 or self.done >= self.total:
+        if not self.total or done_here <= 0 or self.done >= self.total or not self.last_done:
             return None
-        return self.elapsed() / done_here * (self.total - self.done)
+        per_unit = (self.last_done - self.started) / done_here
+        left = per_unit * (self.total - self.done) - (time.monotonic() - self.last_done)
+        return left if left > 0 else None
 
     def figures(self) -> list[str]:
         """The stage's figures and the live ones (a live figure that fails is left out)."""
