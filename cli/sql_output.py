@@ -140,20 +140,19 @@ def _print(tables: list[Table], fmt: Format) -> None:
 def _print_records(console, t: Table, cells: list[list[str]]) -> None:
     """A result too wide for the terminal, one field per line (psql's expanded display): a
     rule per row, then each column's name and its value, folded to the terminal's width."""
-    from rich.table import Table as RichTable
     from rich.text import Text
 
     names = [display_text(c) for c in t.columns]
     console.print(Text(display_text(t.title)))
     width = max(len(n) for n in names)
+    room = max(console.width - width - 2, 20)
     for i, row in enumerate(cells, 1):
         console.rule(Text(f"record {i}"), align="left", characters="─")
-        grid = RichTable.grid(padding=(0, 2))
-        grid.add_column(min_width=width, no_wrap=True, style="bold")
-        grid.add_column(overflow="fold")
         for name, value in zip(names, row, strict=True):
-            grid.add_row(Text(name), Text(value))
-        console.print(grid)
+            lines = Text(value).wrap(console, room, overflow="fold") if value else [Text("")]
+            for j, line in enumerate(lines):
+                head = Text(name.ljust(width) if j == 0 else " " * width, style="bold")
+                console.print(Text.assemble(head, "  ", line.rstrip() or line), crop=False)
 
 
 __all__ = ["Format", "print_tables"]
