@@ -141,16 +141,20 @@ def type_name(annotation: Any) -> str:
 
 
 def bounds(info: FieldInfo) -> str:
-    """`>= 1`, `> 0, <= 86400`, `matches ^...$` from the field's constraints."""
+    """`>= 1`, `> 0, <= 86400` from the field's constraints (a pattern: `pattern`)."""
     out = []
     for m in info.metadata:
         for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             if isinstance(m, getattr(annotated_types, attr.capitalize())):
                 out.append(f"{sign} {_number(getattr(m, attr))}")
-        pattern = getattr(m, "pattern", None)
-        if pattern:
-            out.append(f"matches `{pattern}`")
-    return ", ".join(out)
+        if pattern(info):
+            out.append("a pattern, below")
+    return ", ".join(dict.fromkeys(out))
+
+
+def pattern(info: FieldInfo) -> str | None:
+    """The regular expression a string setting must match, if any."""
+    return next((p for m in info.metadata if (p := getattr(m, "pattern", None))), None)
 
 
 def _number(v: Any) -> str:
@@ -250,7 +254,9 @@ def _key_table(model: type[BaseModel], fields: list[tuple[str, FieldInfo]], pref
             f"| `{prefix}{name}` | {_cell(type_name(info.annotation))} | "
             f"{_cell(_default(info))} | {_cell(bounds(info))} | {_cell(doc)} |"
         )
-    return [*rows, ""]
+    # outside the table, where a regex's `|` needs no escaping
+    patterns = [f"- `{prefix}{n}` must match `{pattern(i)}`" for n, i in fields if pattern(i)]
+    return [*rows, "", *patterns, *([""] if patterns else [])]
 
 
 # ---- catalog -----------------------------------------------------------------------------
