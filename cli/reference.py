@@ -333,7 +333,33 @@ def _fields_table(schema) -> list[str]:
     return [*rows, ""]
 
 
+# ---- benchmarks --------------------------------------------------------------------------
+
+
+def benchmarks_markdown() -> str:
+    """Every script of benchmarks/ with what it measures: its docstring's first paragraph."""
+    from pipeline.core.config import PROJECT_ROOT
+
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated from the scripts in `benchmarks/` each time the site is built. Each prints "
+        "the ratios it measures side by side in one run; `--help` lists its options. The "
+        "figures measured with them, with their dates and machines, are on the "
+        "[Performance](../performance.md) page.",
+        "",
+        "| script | what it measures |",
+        "|---|---|",
+    ]
+    for path in sorted((PROJECT_ROOT / "benchmarks").glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        first = " ".join(doc.split("\n\n")[0].split())
+        lines.append(f"| `benchmarks/{path.name}` | {_cell(first)} |")
+    return escape_html("\n".join(lines))
+
+
 __all__ = [
+    "benchmarks_markdown",
     "catalog_markdown",
     "cli_commands",
     "cli_markdown",

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from mkdocs.structure.files import File, Files
 
-from cli.reference import catalog_markdown, cli_markdown, config_markdown
+from cli.reference import benchmarks_markdown, catalog_markdown, cli_markdown, config_markdown
 
 PAGES = {
     "reference/cli.md": cli_markdown,
     "reference/configuration.md": config_markdown,
     "reference/catalog.md": catalog_markdown,
+    "reference/benchmarks.md": benchmarks_markdown,
 }
 OPTIONAL = {"Testing": "testing.md"}  # nav title -> page, listed before the reference
 
