@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pipeline.core import progress
-from pipeline.core.progress import Stage, duration
+from pipeline.core.progress import Stage, clock, duration
 
 # Loggers whose warnings reach the console: ours, and the flow's own (Prefect's run logger).
 CONSOLE_WARNING_LOGGERS = ("pipeline", "flows", "cli", "prefect.flow_runs")
@@ -49,12 +49,13 @@ def _stage_line(st: Stage, finished: bool | None) -> str:
 
 
 def _running_figures(st: Stage) -> list[str]:
+    """The count, the ETA, then the stage's figures: the most telling first, so a narrow
+    terminal cuts the least."""
     figures = [f"{st.done}/{st.total} {st.unit}".rstrip()] if st.total else []
-    figures += st.figures()
     eta = st.eta()
     if eta is not None:
-        figures.append(f"ETA {duration(eta)}")
-    return figures
+        figures.append(f"ETA {clock(eta)}")
+    return [*figures, *st.figures()]
 
 
 class PlainReporter:
@@ -154,14 +155,14 @@ class LiveReporter:
         class Elapsed(ProgressColumn):
             def render(self, task):
                 st: Stage = task.fields["stage"]
-                return Text(duration(st.elapsed()), style="dim")
+                return Text(clock(st.elapsed()), style="dim")
 
         self.console = Console(file=stream, highlight=False, markup=False, emoji=False)
         self._text = Text
         self.progress = Progress(
             Status(),
             "{task.description}",
-            Bar(bar_width=16),
+            Bar(bar_width=10),
             Figures(),
             Elapsed(),
             console=self.console,

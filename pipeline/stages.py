@@ -138,13 +138,15 @@ class GenerationProgress:
 
 
 class TokenRate:
-    """A stage's live figures: the tokens the engine reported generating and their rate (a
-    shard's steps hand theirs over as each step ends; shards on Ray workers report none here).
-    The rate runs from the first count seen, so loading the model does not dilute it."""
+    """A stage's live figure: the engine's generated tokens per second (a shard's steps hand
+    their counts over as each step ends; shards on Ray workers report none here). The rate
+    runs from the first count seen to the latest change, so neither loading the model nor the
+    wait for the next step's count dilutes it; before a second count, the tokens so far."""
 
     def __init__(self, meter: usage.Meter) -> None:
         self.meter = meter
         self.first: tuple[float, int] | None = None  # (when, tokens) of the first count seen
+        self.last: tuple[float, int] | None = None  # of the latest change
 
     def __call__(self) -> list[str]:
         n = self.meter.usage.generated_tokens or 0
@@ -152,11 +154,13 @@ class TokenRate:
             return []
         now = time.monotonic()
         if self.first is None:
-            self.first = (now, n)
-        since, n0 = self.first
-        if n == n0 or now - since < 1:
+            self.first = self.last = (now, n)
+        elif self.last is not None and n != self.last[1]:
+            self.last = (now, n)
+        (t0, n0), (t1, n1) = self.first, self.last or self.first
+        if t1 - t0 < 1:
             return [f"{n:,} tokens"]
-        return [f"{n:,} tokens", f"{(n - n0) / (now - since):.0f} tok/s"]
+        return [f"{(n1 - n0) / (t1 - t0):.0f} tok/s"]
 
 
 def passing_so_far(store: Store, run_id: str) -> int:

@@ -161,6 +161,14 @@ def stage(
     reporter.end(st, ok=True)
 
 
+def clock(seconds: float) -> str:
+    """`0:42`, `2:26`, `1:02:03`: a live line's elapsed time and ETA, in few columns."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{s // 60}:{s % 60:02d}"
+
+
 def duration(seconds: float) -> str:
     """`42 s`, `3 min 05 s`, `1 h 02 min`: what a person reads at a glance."""
     s = round(seconds)
@@ -171,4 +179,4 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-__all__ = ["LogReporter", "Reporter", "Stage", "duration", "stage", "until_next", "use"]
+__all__ = ["LogReporter", "Reporter", "Stage", "clock", "duration", "stage", "until_next", "use"]
