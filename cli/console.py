@@ -36,6 +36,8 @@ from pipeline.core.progress import Stage, clock, duration
 CONSOLE_WARNING_LOGGERS = ("pipeline", "flows", "cli", "prefect.flow_runs")
 # `curriculum -v` / `--debug`: the engines' logs on the console too (set by the CLI's callback).
 VERBOSE = False
+# The log file of this process's run console, for an error's hint (the engines' side of it).
+LOG_FILE: Path | None = None
 QUIET_START_S = 3.0  # a plain start line only for a stage still running after this long
 HEARTBEAT_S = 60.0  # a plain line per running stage this often
 
@@ -278,8 +280,10 @@ def run_console(log_path: Path, command: str, verbose: bool = False) -> Iterator
             reporter.close()
         return
 
+    global LOG_FILE
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    LOG_FILE = log_path
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     os.write(log_fd, f"\n==== {started} curriculum {command} (pid {os.getpid()})\n".encode())
     sys.stdout.flush()

@@ -439,6 +439,8 @@ def run() -> None:
         if _DEBUG:
             raise
         typer.secho(f"error: {_one_line(exc)}", fg="red", err=True)
+        if console.LOG_FILE is not None:  # what the engines said is there
+            typer.echo(f"log: {shown_path(console.LOG_FILE)}", err=True)
         typer.echo("hint: rerun with `curriculum --debug ...` for the full traceback", err=True)
         _exit(EXIT_FAILED)
 
