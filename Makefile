@@ -61,7 +61,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Scheduling (see README "Scheduling"): a Prefect server (API + UI), the deployments of
+# Scheduling (docs/operating/scheduling.md): a Prefect server (API + UI), the deployments of
 # prefect.yaml, and a worker that runs them. deploy/worker need PREFECT_API_URL set, e.g.
 # export PREFECT_API_URL=http://127.0.0.1:$(PREFECT_PORT)/api
 prefect-server: $(STAMP)

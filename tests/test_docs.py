@@ -3,6 +3,7 @@
 on a screen; and the product's text speaks of the product, not of how it was built."""
 
 import re
+import subprocess
 
 import yaml
 from pydantic import BaseModel
@@ -70,3 +71,25 @@ def test_the_catalog_reference_lists_every_view_macro_and_table():
 def test_the_readme_fits_on_a_screen():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 150, len(lines)
+
+
+# How the project was built is git's and CHANGELOG.md's to tell, not the product's text.
+HISTORY = re.compile(
+    r"\bsessions? \d|\bhelper[- ]\d|\bissues? \d|\bturn-\d|\bs\d\d_\w+\.log",
+    re.IGNORECASE,
+)
+TEXT = (".py", ".md", ".sql", ".yaml", ".yml", ".toml", ".txt", ".html", ".css", "Makefile")
+
+
+def test_the_product_text_names_no_project_history():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = [
+        f"{path}:{i}: {line.strip()[:100]}"
+        for path in tracked
+        if path.endswith(TEXT) and path != "CHANGELOG.md" and (ROOT / path).is_file()
+        for i, line in enumerate((ROOT / path).read_text(errors="replace").splitlines(), 1)
+        if HISTORY.search(line)
+    ]
+    assert found == [], "\n".join(found)

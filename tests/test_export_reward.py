@@ -1,4 +1,4 @@
-"""The reward that ships with every export (issue 31): reward.py is the pipeline's reward
+"""The reward that ships with every export: reward.py is the pipeline's reward
 functions copied verbatim, proven equal to them on one table of cases (in this interpreter and
 in a bare one without site-packages), equal to what the solver computed for its own rollouts,
 in agreement with the exported prompt, and loaded by verl's own loader next to verl's

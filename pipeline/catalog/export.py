@@ -393,7 +393,7 @@ def _drop_sections(
 
 
 def _review_section(sel: Selection, exported_accepted: int, reviewed_only: bool) -> dict[str, Any]:
-    """The manifest's account of the reviews (issue 27): the rule applied and the latest
+    """The manifest's account of the reviews: the rule applied and the latest
     verdicts in the export's scope (the selected records) and over the whole catalog."""
     scope = Counter(sel.review_scope)
     rule = (

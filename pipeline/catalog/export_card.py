@@ -1,4 +1,4 @@
-"""The dataset card of an export (`README.md`, issue 27): the Hub's YAML header (configs and
+"""The dataset card of an export (`README.md`): the Hub's YAML header (configs and
 splits, so `datasets.load_dataset(<export>)` reads it; a license left for the team; task
 categories) and a body a trainer reads before training on it: how to train with its reward,
 the runs and config hashes it came from, the selection and what it left out, the funnel with

@@ -36,7 +36,7 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
-# 4: answer first (issue 24): the proposer writes only the question, new defaults.
+# 4: answer first: the proposer writes only the question, new defaults.
 # 5: cover-EM gates, KG paths cut to their last single-valued hop, worded KG questions.
 CONFIG_HASH_VERSION = 5
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
@@ -61,7 +61,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-# Upper bounds of the limits an operator sets (issue 30: a limit must not be configurable
+# Upper bounds of the limits an operator sets (a limit must not be configurable
 # away). Generous for any real use, small enough that the machine survives the setting.
 DAY_S = 86_400.0
 GIB = 2**30
@@ -350,7 +350,7 @@ class VerifierConfig(_Section):
 
 
 class GatesConfig(_Section):
-    """Quality gates that need the LLM (issue 17 items 3-4), run in generation per shard right
+    """Quality gates that need the LLM, run in generation per shard right
     after the verifier, batched like it. Unlike `quality:` (catalog-only checks, unhashed) they
     change what a shard contains, so this section is part of the config hash: a resumed run
     never mixes shards with and without them, and switching one off starts a new run."""
@@ -525,7 +525,7 @@ class SQLConfig(_Section):
 
 
 class QualityConfig(_Section):
-    """Checks over the landed catalog (issue 17): benchmark decontamination and near-duplicate
+    """Checks over the landed catalog: benchmark decontamination and near-duplicate
     questions. They read records and never change them, so the section is left out of the
     config hash; thresholds were set on the embedded embedder (all-MiniLM-L6-v2)."""
 
