@@ -1,4 +1,4 @@
-"""`curriculum runs ...`: housekeeping of the store's runs (issue 28, retention).
+"""`curriculum runs ...`: housekeeping of the store's runs (retention).
 
 `prune` removes the runs older than a cutoff, or only their bulky columns; the library is
 pipeline/catalog/retention.py. Registered in cli/main.py with `app.add_typer(runs_app, ...)`.

@@ -1,4 +1,4 @@
-"""Tables the store derives from a run's own shards when it compacts the run (issue 28), so
+"""Tables the store derives from a run's own shards when it compacts the run, so
 that reading a year of nights does not recompute what one night already settled. Gathered
 with the others in schemas/tables.py; the SQL that fills them is `record_facts_of` and
 `verifier_controls_of` in schemas/views.sql (the same macros compute them live for a run not yet

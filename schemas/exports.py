@@ -40,7 +40,7 @@ SOURCE_COLUMNS = (
 )
 
 # Columns of the catalog's curriculum_quality view an export reads besides SOURCE_COLUMNS: the
-# decontamination and near-duplicate gates of issue 17 (not written into the export).
+# decontamination and near-duplicate gates (not written into the export).
 QUALITY_COLUMNS = (
     "contaminated",
     "contamination_benchmarks",
@@ -62,12 +62,12 @@ QUALITY_COLUMNS = (
     "accepted",
 )
 
-# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest;
-# issue 27): read to honour reviews, not written into the export. Absent from a catalog
+# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest):
+# read to honour reviews, not written into the export. Absent from a catalog
 # built before reviews existed.
 REVIEW_COLUMNS = ("review_verdict", "review_reason", "reviewer", "reviewed_at")
 
-# Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a
+# Per solver rollout of a record solved under solver.protocol=evalact or arr: what a
 # GRPO trainer needs to apply the process signals. EvalAct: the rollout's A_i and, per
 # Search→Evaluate segment in order, PCAR's multiplier clamp(1 + λ z̃, δ, ∞) and A_i × it (null
 # for a segment whose Evaluate was a violation). ARR: the reasoner's r^r / A^r, the verifier's

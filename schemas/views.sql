@@ -36,7 +36,7 @@ CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
 CREATE OR REPLACE VIEW curriculum_valid AS
 SELECT * FROM curriculum WHERE is_valid AND is_verbatim;
 
--- Quality gates (issue 17), over the tables `curriculum quality ...` commits (empty until then).
+-- Quality gates, over the tables `curriculum quality ...` commits (empty until then).
 -- Contaminated records: one row each, with every benchmark and method that matched it.
 CREATE OR REPLACE VIEW contamination AS
 SELECT
@@ -939,7 +939,7 @@ SELECT
 FROM solver_rollouts
 GROUP BY ALL;
 
--- EvalAct calibration per run (issue 16): is the agent's self-reported z higher for searches
+-- EvalAct calibration per run: is the agent's self-reported z higher for searches
 -- that retrieved the evidence passage than for those that missed it?
 CREATE OR REPLACE VIEW evalact_calibration AS
 SELECT
@@ -964,7 +964,7 @@ FROM (
 )
 GROUP BY ALL;
 
--- ARR (issue 16): protocol violations per run, role and reason ('role:reason', e.g.
+-- ARR: protocol violations per run, role and reason ('role:reason', e.g.
 -- 'verifier:missing_response'), counted once per broken turn.
 CREATE OR REPLACE VIEW arr_violations AS
 SELECT run_id, split_part(v, ':', 1) AS role, split_part(v, ':', 2) AS reason, count(*) AS n

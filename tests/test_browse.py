@@ -1,4 +1,4 @@
-"""The record browser (issue 27): `curriculum browse` over a copy of the landed run, driven in a
+"""The record browser: `curriculum browse` over a copy of the landed run, driven in a
 real headless Chromium (Debian's, through Playwright), with a run authored beside it whose
 records sit at known offsets of real passages, one of them hostile (script/HTML injection in
 question, answer and evidence)."""
@@ -271,7 +271,7 @@ def test_auditor_browses_reviews_and_the_export_honours_it(browsed, tmp_path):
         "authored2": "reject",
         "authored3": "accept",
     }
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # committed once, for the README
+    if os.environ.get("UPDATE_SCREENSHOTS"):  # committed once, for the documentation
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for png in shots.glob("*.png"):
             shutil.copy(png, SCREENSHOTS / png.name)

@@ -1,4 +1,4 @@
-"""Compaction of finished runs (issue 28): the same answers from fewer files, and a SIGKILL at
+"""Compaction of finished runs: the same answers from fewer files, and a SIGKILL at
 any point of it leaves every record readable exactly once and a rerun finishes it.
 
 The store is a small synthetic history (benchmarks/synthetic_store.py: every sharded table,

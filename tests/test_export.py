@@ -670,7 +670,7 @@ def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
     assert any("not completed" in w for w in res.warnings)
 
 
-# ---- reviews (issue 27) ------------------------------------------------------------------
+# ---- reviews -----------------------------------------------------------------------------
 
 
 def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:

@@ -1,4 +1,4 @@
-"""Generation-time quality gates (issue 17 items 3-5): the pure statistics on hand-made numbers,
+"""Generation-time quality gates: the pure statistics on hand-made numbers,
 then the gates on the real 270M model (shortcut check, uniqueness, verifier controls)."""
 
 from __future__ import annotations
@@ -535,7 +535,7 @@ def test_production_profile_runs_the_same_grounded_path(
 @register
 @dataclass(frozen=True)
 class LongQuestion(Gate):
-    """A toy gate: a question longer than `max_words` words fails (issue 25's example of a
+    """A toy gate: a question longer than `max_words` words fails (the example of a
     gate added with one class and one config entry, `gates.custom.long_question`)."""
 
     max_words: int

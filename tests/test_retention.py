@@ -1,4 +1,4 @@
-"""Retention (issue 28): `curriculum runs prune` removes old runs whole or down to their records,
+"""Retention: `curriculum runs prune` removes old runs whole or down to their records,
 changes nothing on a dry run, skips runs an export or the selector still refers to (saying
 why), and a SIGKILL at any point of it leaves a readable store that a rerun finishes.
 

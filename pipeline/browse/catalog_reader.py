@@ -11,7 +11,7 @@ record_facts joined with the verdicts) stored once per catalog refresh in a Duck
 the catalog (`<catalog>.browse.<refresh>.duckdb`), sorted by V so that a page reads its first
 row groups only, with the filters' values (`record_facets`) and each run's funnel
 (`run_funnel`, the runs page). The first request after a refresh builds it (seconds at a
-million records); landing does not pay for it (issue 28), and a store nobody browses never
+million records); landing does not pay for it, and a store nobody browses never
 builds it. Each refresh's index has a file name of its own: DuckDB registers an attached path
 process-wide, and attaching a path that an earlier connection (still answering a request)
 has attached under the same name can spin forever in DuckDB 2.0's ATTACH.

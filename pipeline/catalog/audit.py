@@ -312,7 +312,7 @@ AUDITS: dict[str, Audit] = {
         ),
         Audit(
             "quality",
-            "Quality gates per run (issue 17): contaminated records, records in near-duplicate "
+            "Quality gates per run: contaminated records, records in near-duplicate "
             "clusters, records not yet clustered, and the benchmark checks that covered the run "
             "(`curriculum quality decontaminate` / `near-duplicates`).",
             [

@@ -303,7 +303,7 @@ def export_curriculum(
                 },
             }
             # The card is rendered from the manifest (its files aside), then listed in it.
-            files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
+            files.append(_file_entry(tmp, write_card(tmp, manifest), None, None, None))
             (tmp / MANIFEST).write_bytes(
                 orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
             )
@@ -395,7 +395,7 @@ def _drop_sections(
 
 
 def _review_section(sel: Selection, exported_accepted: int, reviewed_only: bool) -> dict[str, Any]:
-    """The manifest's account of the reviews (issue 27): the rule applied and the latest
+    """The manifest's account of the reviews: the rule applied and the latest
     verdicts in the export's scope (the selected records) and over the whole catalog."""
     scope = Counter(sel.review_scope)
     rule = (

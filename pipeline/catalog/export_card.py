@@ -1,4 +1,4 @@
-"""The dataset card of an export (`README.md`, issue 27): the Hub's YAML header (configs and
+"""The dataset card of an export (`README.md`): the Hub's YAML header (configs and
 splits, so `datasets.load_dataset(<export>)` reads it; a license left for the team; task
 categories) and a body a trainer reads before training on it: how to train with its reward,
 the runs and config hashes it came from, the selection and what it left out, the funnel with
@@ -6,7 +6,9 @@ every gate's drops, the verifier controls, the reviews, the split rule, the fiel
 in schemas/exports.py) and the known limitations.
 
 Rendered from the export's manifest alone (`dataset_card`), so the card says nothing the
-manifest does not; only the commands name the export's folder.
+manifest does not. It names no path of the machine that wrote it: its commands name the
+export's files relative to its folder (run them there, or put the folder's path in front),
+and its lineage names the catalog by file name, so the card can be published as it is.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import html
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -69,11 +71,15 @@ CONTROLS = (
 )
 
 
-def dataset_card(out: Path, manifest: dict[str, Any]) -> str:
-    """README.md of the export at `out` whose manifest is `manifest` (its `files` unused)."""
+# The export's folder as the card's commands name it: they run inside it.
+HERE = PurePosixPath(".")
+
+
+def dataset_card(manifest: dict[str, Any]) -> str:
+    """README.md of the export whose manifest is `manifest` (its `files` unused)."""
     parts = [
         _header(manifest),
-        _training(out, manifest),
+        _training(manifest),
         _provenance(manifest),
         _selection(manifest),
         _funnel(manifest),
@@ -139,15 +145,16 @@ def _header(m: dict[str, Any]) -> list[str]:
 # ---- training ----------------------------------------------------------------------------
 
 
-def _training(out: Path, m: dict[str, Any]) -> list[str]:
-    reward, r, formats = out / REWARD_FILE, m["reward"], m["formats"]
+def _training(m: dict[str, Any]) -> list[str]:
+    reward, r, formats = HERE / REWARD_FILE, m["reward"], m["formats"]
     lines = [
         "# Evidence curriculum export",
         "",
         "Search-agent training data (question, answer, verbatim evidence, KG waypoints) with the",
         f"reward that matches it: `{REWARD_FILE}` (standard library only; load it by path).",
         "`manifest.json` lists the runs, filter, counts, file checksums and the reward's",
-        'settings. See the project README, section "Train on it", for the details.',
+        "settings. The commands below run in this folder; elsewhere, put its path in front of",
+        "the file names. The pipeline's documentation (Exports and training) has the details.",
         "",
         f"Reward: R = c + {r['alpha']} * (1 - c) * valid * g~"
         + (f" + {r['format_weight']} * F_fmt" if r["format_weight"] else ""),
@@ -163,8 +170,8 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
             "",
             "```bash",
             "python -m verl.trainer.main_ppo \\",
-            f"  data.train_files={_shell(out / 'verl' / 'train.parquet')} \\",
-            f"  data.val_files={_shell(out / 'verl' / 'validation.parquet')} \\",
+            f"  data.train_files={_shell(HERE / 'verl' / 'train.parquet')} \\",
+            f"  data.val_files={_shell(HERE / 'verl' / 'validation.parquet')} \\",
             f"  reward.custom_reward_function.path={_shell(reward)} \\",
             f"  reward.custom_reward_function.name={VERL_FUNCTION} ...",
             "```",
@@ -188,7 +195,7 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
         f"spec = importlib.util.spec_from_file_location('reward', {str(reward)!r})",
         "reward = importlib.util.module_from_spec(spec)",
         "spec.loader.exec_module(reward)",
-        f"train = {trl.trl_train(out / fmt)}",
+        f"train = {trl.trl_train(HERE / fmt)}",
         f"trainer = GRPOTrainer(model=..., reward_funcs=[reward.{TRL_FUNCTION}],",
         "                      args=GRPOConfig(...), train_dataset=train)",
         "```",
@@ -199,7 +206,7 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
 # ---- where it came from and what was taken -------------------------------------------------
 
 
-def _shell(path: Path) -> str:
+def _shell(path: Path | PurePosixPath) -> str:
     """A path as one shell word (a folder named `x; rm -rf ~` stays a name)."""
     return shlex.quote(str(path))
 
@@ -246,7 +253,8 @@ def _provenance(m: dict[str, Any]) -> list[str]:
         "## Where it comes from",
         "",
         f"{m['counts']['exported']} records from {len(m['runs'])} run(s) of the catalog "
-        f"`{m['catalog']}`, exported {m['created_at']} (code {m['code'].get('git_commit')}).",
+        f"`{PurePosixPath(m['catalog']).name}`, exported {m['created_at']} "
+        f"(code {m['code'].get('git_commit')}).",
         "",
         *_table(head, rows),
     ]
@@ -505,8 +513,8 @@ def _limitations(m: dict[str, Any]) -> list[str]:
     return ["## Known limitations", "", *(f"- {_text(x)}" for x in out), ""]
 
 
-def write_card(tmp: Path, out: Path, manifest: dict[str, Any]) -> Path:
-    """README.md into the export being built at `tmp` (renamed to `out`)."""
+def write_card(tmp: Path, manifest: dict[str, Any]) -> Path:
+    """README.md into the export being built at `tmp`."""
     path = tmp / CARD_FILE
-    path.write_text(dataset_card(out, manifest), encoding="utf-8")
+    path.write_text(dataset_card(manifest), encoding="utf-8")
     return path

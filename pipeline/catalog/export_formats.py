@@ -6,7 +6,7 @@ chosen format into <export>/<name>/ and lists its files in the manifest. Adding 
 ExportFormat (a writer) plus one entry there.
 
 The built-in formats stream (`ExportFormat.open`): an export hands them each split's rows a
-batch at a time, in order, so no format holds a whole split (issue 28). A format given only
+batch at a time, in order, so no format holds a whole split. A format given only
 `write` gets every row at once.
 """
 

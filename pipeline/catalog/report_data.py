@@ -72,7 +72,7 @@ class RunData:
     wcr_bins: list[tuple[str, int, int, float | None]]  # bin, rollouts, correct, acc
     rejects: list[tuple[str, str, int]]
     examples: list[dict[str, Any]] = field(default_factory=list)
-    # Quality gates (issue 17): the verifier_controls rows (one per method), V per control for
+    # Quality gates: the verifier_controls rows (one per method), V per control for
     # the plot ({method: {control: [V, ...]}}), shortcut_summary, and step_costs rows.
     controls: list[dict[str, Any]] = field(default_factory=list)
     control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
@@ -84,7 +84,7 @@ class RunData:
     # side counts (undetermined gates, duplicates, template questions).
     threshold: dict[str, Any] = field(default_factory=dict)
     funnel_extra: dict[str, int] = field(default_factory=dict)
-    # Process signals of the solver protocols (issue 16); empty dicts when the run has none.
+    # Process signals of the solver protocols; empty dicts when the run has none.
     evalact: dict[str, Any] = field(default_factory=dict)
     arr: dict[str, Any] = field(default_factory=dict)
 

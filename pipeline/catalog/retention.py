@@ -1,4 +1,4 @@
-"""Retention (issue 28): prune the runs older than a cutoff, whole or down to their records.
+"""Retention: prune the runs older than a cutoff, whole or down to their records.
 
 `plan_prune` only looks: the finished runs dated before the cutoff, never the newest run, and
 the runs still referenced (an export's manifest.json lists them, or the selector has not

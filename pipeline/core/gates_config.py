@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class GatesConfig(BaseModel):
-    """Quality gates that need the LLM (issue 17 items 3-4), run in generation per shard right
+    """Quality gates that need the LLM, run in generation per shard right
     after the verifier, batched like it. Unlike `quality:` (catalog-only checks, unhashed) they
     change what a shard contains, so this section is part of the config hash: a resumed run
     never mixes shards with and without them, and switching one off starts a new run."""

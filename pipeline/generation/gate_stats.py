@@ -1,4 +1,4 @@
-"""Pure statistics of the generation-time gates (issue 17 items 3-5): shortcut and uniqueness
+"""Pure statistics of the generation-time gates: shortcut and uniqueness
 flags, the controls' derangement, and the AUC of real vs control verifier scores.
 
 No model, no I/O: `pipeline.generation.gates` feeds them the solver's and verifier's outputs,

@@ -1,4 +1,4 @@
-"""The LLM quality gates of a shard (issue 17 items 3-4), run right after the verifier.
+"""The LLM quality gates of a shard, run right after the verifier.
 
 Both reuse the agents rather than copying them: the shortcut check is `solve()` with the
 search tool disabled (closed book) and with a search budget of 1, the controls are

@@ -1,4 +1,4 @@
-"""Compaction of a finished run (issue 28): its shard groups become one file per table and
+"""Compaction of a finished run: its shard groups become one file per table and
 partition, plus the tables derived from the run alone (its record_facts and control_facts), so
 a year of nights is read from a few files a night and its verdicts from facts settled once.
 

@@ -1,4 +1,4 @@
-"""Reviews (issue 27): a person's accept/reject verdicts on curriculum records.
+"""Reviews: a person's accept/reject verdicts on curriculum records.
 
 Each submission (one record, or a bulk action over many) is one new Parquet file under
 <out>/reviews/, written through the io layer (temporary name, fsync, rename), so a crash or a
@@ -11,7 +11,7 @@ every read-only connection) replaces that listing with the files on disk now, so
 seen by SQL, audits and `curriculum export` the moment it is written, with no rebuild.
 
 A file a submission is a file for every connection to bind (about 10 KB of DuckDB state each:
-a year of daily reviewing is thousands), so landing folds them (issue 28): `compact_reviews`
+a year of daily reviewing is thousands), so landing folds them: `compact_reviews`
 writes the live files' rows into `compacted-*` files whose Parquet metadata names every file
 each holds, and from its rename on the listing (`review_files`) leaves those out. A compacted
 file of SEALED_ROWS rows is left as it is, so a fold rewrites the reviews since, never all of

@@ -160,7 +160,7 @@ class Store:
         return path
 
     def quality_path(self, table: str, name: str) -> Path:
-        """One file of a quality table (issue 17): quality/<table>/<name>.parquet, replaced
+        """One file of a quality table: quality/<table>/<name>.parquet, replaced
         whole by the check that writes it and listed by every catalog refresh."""
         if table not in QUALITY_TABLES:
             raise StoreError(f"{table!r} is not a quality table ({', '.join(QUALITY_TABLES)})")
