@@ -283,6 +283,13 @@ def rule_question(t: Target) -> str | None:
     return insitu_question(t)
 
 
+def task_prompt(t: Target, shots: Sequence[FewShot], kg_shots: Sequence[KGShot]) -> str:
+    """What the LLM words a question from: a passage task's evidence sentence, or the facts
+    of a KG path or a two-passage task (its subject described where it is obfuscated)."""
+    facts = t.evidence if t.kind == "passage" else t.facts
+    return proposer_prompt(t.subject, facts, t.answer, t.kind != "passage", shots, kg_shots)
+
+
 def _proposal(t: Target, question: str | None, raw: str) -> Proposal:
     status = "verbatim" if t.evidence is not None else "missing"
     return Proposal(
@@ -339,20 +346,7 @@ def propose(
         if q is not None and reason(q, task.target, built=True) is None:
             ruled[i] = q
     posed = [i for i, t in enumerate(tasks) if t.target.posed and i not in ruled]
-    prompts = {
-        i: render(
-            proposer_prompt(
-                tasks[i].target.subject,
-                tasks[i].target.evidence if tasks[i].target.kind == "passage" else
-                tasks[i].target.facts,
-                tasks[i].target.answer,
-                tasks[i].target.kind != "passage",
-                shots,
-                kg_shots,
-            )
-        )
-        for i in posed
-    }  # fmt: skip
+    prompts = {i: render(task_prompt(tasks[i].target, shots, kg_shots)) for i in posed}
     rcfg = RolloutConfig(
         "<question>", "</question>", max_turns=1, search=False,
         extra_stop=(*PROPOSER_STOP, "\n"), force_final="<question>",
