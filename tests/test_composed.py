@@ -80,6 +80,25 @@ def test_a_bridge_asks_the_linked_articles_fact_without_naming_the_bridge():
         assert TEXTS[h.passage_id][2][h.start : h.end] == h.text
 
 
+def test_a_bridge_asks_the_linked_entitys_own_fact_through_the_link():
+    """Where the bridge entity's article states one of its facts, the question asks that fact
+    through the link, from the relations alone: no sentence of the corpus reads as it."""
+    facts = _einstein_facts()
+    ulm = facts.entities["Q3012"]
+    pop = Fact("P1082", "population", {"id": "quantity:+126329", "label": "126,329"}, 126329.0)
+    facts.entities["Q3012"] = Entity(ulm.qid, ulm.label, (), ulm.classes, ("p4",), (pop,))
+    stated = ("p4", "Ulm", "Ulm has a population of about 126,000 and lies on the Danube.")
+    texts = {**TEXTS, "p4": stated}
+    t = bridge_target(EINSTEIN, facts.about("p1"), facts, texts, "temporal", 0)
+    assert t is not None and t.kind == "bridge" and t.hops == 2
+    assert t.ruled == "What is the population of the place of birth of Albert Einstein?"
+    assert (t.answer, t.answer_kind) == ("126,000", "number")
+    assert [h.passage_id for h in t.chain] == ["p1", "p4"]
+    assert [n["label"] for n in t.path["nodes"]] == ["Albert Einstein", "Ulm", "126,329"]
+    q = rule_question(t)
+    assert question_reason(q, t.answer, t.aliases, t.subject, "number", hidden=t.hidden) is None
+
+
 def test_a_comparison_names_both_entities_and_answers_the_earlier_one():
     facts = _einstein_facts()
     t = comparison_target(EINSTEIN, facts.about("p1"), facts, TEXTS, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from pipeline.agents.chains import state_hop
 from pipeline.agents.properties import PROPERTIES, value_of
@@ -22,6 +23,8 @@ from pipeline.agents.proposer import insitu_question
 from pipeline.agents.targets import (
     Hop,
     Target,
+    answer_forms,
+    answer_kind,
     entity_forms,
     find_form,
     passage_target,
@@ -72,9 +75,10 @@ def bridge_target(
     task_type: str,
     pick: int,
 ) -> Target | None:
-    """A bridge through one of the entity's links to another article (chosen by `pick`), or
-    None when no link is stated in the entity's article or the linked article has no span
-    for the task type."""
+    """A bridge through one of the entity's links to another article (chosen by `pick`): a
+    fact of the linked entity its own article states, asked through the link ("What is the
+    population of the place of birth of Albert Einstein?"), else a span of that article asked
+    in situ. None when no link is stated in the entity's article, or neither fits."""
     links = [
         f
         for f in entity.facts
@@ -85,62 +89,119 @@ def bridge_target(
     ]
     for k in range(len(links)):
         link = links[(pick + k) % len(links)]
-        first = _stated(_articles(entity, texts, source), link, entity)
-        if first is None:
+        hop1 = _stated(_articles(entity, texts, source), link, entity)
+        if hop1 is None:
             continue
-        hop1 = first
         bridge = facts.entities[link.node["id"]]
-        named = entity_forms(entity.label, entity.aliases)
         hidden = tuple(dict.fromkeys([*entity_forms(bridge.label, bridge.aliases), hop1.object]))
-        spans = (
-            passage_target(texts[pid], task_type, pick + off, subject=bridge.label)
-            for pid in bridge.passage_ids
-            if pid in texts
-            for off in range(SPANS_TRIED)
+        link_part = Link(entity, link, bridge, hop1, hidden)
+        found = _fact_bridge(link_part, texts, pick) or _span_bridge(
+            link_part, texts, task_type, pick
         )
-        for t in spans:
-            if not t.posed or t.answer is None:
-                continue
-            taken = [*named, *hidden]
-            if find_form(t.answer, taken) or find_form(hop1.text, [t.answer]):
-                continue  # the answer is a name of the chain, or hop 1 already says it
-            described = value_of(link.pid, link.relation, entity.label)
-            question = bridge_question(t, described, hidden)
-            if question is None:
-                continue
-            hop2 = Hop(
-                t.passage_id,
-                t.start,
-                t.end,
-                t.evidence,
-                bridge.label,
-                t.span_kind or "",
-                t.answer,
-                "article",
-            )
-            return Target(
-                kind="bridge",
-                answer=t.answer,
-                aliases=t.aliases,
-                evidence=t.evidence,
-                passage_id=t.passage_id,
-                start=t.start,
-                end=t.end,
-                answer_at=t.answer_at,
-                source="article",
-                subject=described,
-                facts=f"{entity.label} -> {link.relation} -> {bridge.label}",
-                path={
-                    "nodes": [{"id": entity.qid, "label": entity.label}, link.node],
-                    "relations": [{"id": link.pid, "label": link.relation}],
-                },
-                waypoints=[entity.label, bridge.label],
-                span_kind=t.span_kind,
-                answer_kind=t.answer_kind,
-                chain=(hop1, hop2),
-                hidden=hidden,
-                ruled=question,
-            )
+        if found is not None:
+            return found
+    return None
+
+
+@dataclass(frozen=True)
+class Link:
+    """The first hop of a bridge: the entity, its stated link to another article, and the
+    names the question must not contain (the bridge entity's, as written too)."""
+
+    entity: Entity
+    fact: Fact
+    bridge: Entity
+    hop: Hop
+    hidden: tuple[str, ...]
+
+    @property
+    def described(self) -> str:
+        return value_of(self.fact.pid, self.fact.relation, self.entity.label)
+
+    def path(self, *more: tuple[dict, dict]) -> dict:
+        nodes = [{"id": self.entity.qid, "label": self.entity.label}, self.fact.node]
+        rels = [{"id": self.fact.pid, "label": self.fact.relation}]
+        for rel, node in more:
+            rels.append(rel)
+            nodes.append(node)
+        return {"nodes": nodes, "relations": rels}
+
+
+def _fact_bridge(link: Link, texts: Mapping[str, Passage], pick: int) -> Target | None:
+    """The bridge entity's own fact (a worded property, stated in its article) as the answer:
+    a two-hop question from the graph's relations, which no sentence of the corpus reads as
+    it is."""
+    bridge, named = link.bridge, entity_forms(link.entity.label, link.entity.aliases)
+    own = [f for f in bridge.facts if f.pid in PROPERTIES and f.pid not in MANY_VALUED]
+    for j in range(len(own)):
+        fact = own[(pick + j) % len(own)]
+        if fact.node["id"] == link.entity.qid:
+            continue  # back to where it started
+        hop2 = _stated(_articles(bridge, texts), fact, bridge)
+        if hop2 is None or find_form(hop2.object, [*named, *link.hidden]):
+            continue
+        if find_form(link.hop.text, [hop2.object]):
+            continue  # the first sentence already says the answer
+        described = link.described
+        question = PROPERTIES[fact.pid].question.format(x=described)
+        forms = answer_forms(fact.node)
+        return Target(
+            kind="bridge",
+            answer=hop2.object,
+            aliases=tuple(dict.fromkeys([hop2.object, *forms])),
+            evidence=hop2.text,
+            passage_id=hop2.passage_id,
+            start=hop2.start,
+            end=hop2.end,
+            answer_at=hop2.text.find(hop2.object),
+            source="article",
+            subject=described,
+            facts=f"{link.entity.label} -> {link.fact.relation} -> {bridge.label} -> "
+            f"{fact.relation} -> {fact.node['label']}",
+            path=link.path(({"id": fact.pid, "label": fact.relation}, fact.node)),
+            waypoints=[link.entity.label, bridge.label],
+            span_kind=None,
+            answer_kind=answer_kind(fact.node),
+            chain=(link.hop, hop2),
+            hidden=link.hidden,
+            ruled=question[0].upper() + question[1:],
+        )
+    return None
+
+
+def _span_bridge(
+    link: Link, texts: Mapping[str, Passage], task_type: str, pick: int
+) -> Target | None:
+    """A span of the bridge entity's article (by task type) asked in situ through the link."""
+    bridge, named = link.bridge, entity_forms(link.entity.label, link.entity.aliases)
+    spans = (
+        passage_target(texts[pid], task_type, pick + off, subject=bridge.label)
+        for pid in bridge.passage_ids
+        if pid in texts
+        for off in range(SPANS_TRIED)
+    )
+    for t in spans:
+        if not t.posed or t.answer is None:
+            continue
+        if find_form(t.answer, [*named, *link.hidden]) or find_form(link.hop.text, [t.answer]):
+            continue  # the answer is a name of the chain, or hop 1 already says it
+        question = bridge_question(t, link.described, link.hidden)
+        if question is None:
+            continue
+        hop2 = Hop(t.passage_id, t.start, t.end, t.evidence, bridge.label, t.span_kind or "",
+                   t.answer, "article")  # fmt: skip
+        return replace(
+            t,
+            kind="bridge",
+            source="article",
+            subject=link.described,
+            facts=f"{link.entity.label} -> {link.fact.relation} -> {bridge.label}",
+            path=link.path(),
+            waypoints=[link.entity.label, bridge.label],
+            chain=(link.hop, hop2),
+            hidden=link.hidden,
+            ruled=question,
+        )
     return None
 
 

@@ -119,8 +119,9 @@ def entity_facts(
     partners: int = 12,
 ) -> EntityFacts:
     """The entities whose articles hold `passage_ids`, their facts by the single-valued
-    `properties` (plus the comparable ones), the entities those facts point to, and up to
-    `partners` other linked entities of the same class per comparable value."""
+    `properties` (plus the comparable ones), the linked entities those facts point to (with
+    their own facts), and up to `partners` other linked entities of the same class per
+    comparable value."""
     pids = sorted(set(properties) - MANY_VALUED | set(COMPARABLE))
     con = duckdb.connect()
     try:
@@ -161,7 +162,10 @@ def entity_facts(
             group = out.partners.setdefault((q, pid), [])
             if len(group) < partners:
                 group.append(other)
-        seconds = sorted({o for group in out.partners.values() for o in group} - set(firsts))
+        # the entities the plan's entities link to (a bridge asks their facts) and partners
+        linked_to = {r["object_qid"] for r in rows if r["object_qid"] and r["opassages"]}
+        partnered = {o for group in out.partners.values() for o in group}
+        seconds = sorted((linked_to | partnered) - set(firsts))
         rows += _rows(con, seconds, pids)
         meta = con.execute(
             "SELECT qid, label, aliases, passage_ids FROM linked "
