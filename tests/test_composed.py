@@ -106,14 +106,12 @@ def test_a_comparison_names_both_entities_and_answers_the_earlier_one():
     assert t.ruled == "Who was born first, Albert Einstein or Niels Bohr?"
     assert t.answer == "Albert Einstein" and set(t.options) == {"Albert Einstein", "Niels Bohr"}
     assert [h.object for h in t.chain] == ["1879", "7 October 1885"]
-    # the comparison task type asks a comparison first, any other a bridge first
-    assert (
-        two_passage_target(EINSTEIN, facts.about("p1"), facts, TEXTS, "comparison", 0).kind
-        == "comparison"
-    )
-    assert (
-        two_passage_target(EINSTEIN, facts.about("p1"), facts, TEXTS, "factual", 0).kind == "bridge"
-    )
+    # a bridge where the article states a link, a comparison where it states none
+    einstein = facts.about("p1")
+    assert two_passage_target(EINSTEIN, einstein, facts, TEXTS, "comparison", 0).kind == "bridge"
+    no_link = ("p1", "Albert Einstein", "Albert Einstein was born in 1879 and died in 1955.")
+    texts = {**TEXTS, "p1": no_link}
+    assert two_passage_target(no_link, einstein, facts, texts, "factual", 0).kind == "comparison"
     # the paper's filter would reject a question naming its answer; a comparison must name it
     q, a = t.ruled, t.answer
     assert question_reason(q, a, t.aliases, t.subject, "person", options=t.options) is None

@@ -86,6 +86,11 @@ def bridge_target(
         and f.pid not in MANY_VALUED
         and f.passage_ids
         and f.node["id"] in facts.entities
+        # "the region containing ETH Zurich" names Zurich: no hidden bridge
+        and find_form(
+            entity.label, entity_forms(f.node["label"], facts.entities[f.node["id"]].aliases)
+        )
+        is None
     ]
     for k in range(len(links)):
         link = links[(pick + k) % len(links)]
@@ -287,9 +292,10 @@ def two_passage_target(
     task_type: str,
     pick: int,
 ) -> Target | None:
-    """A comparison first for the comparison task type, a bridge first for any other; the
-    other kind when the first does not fit; None when neither does."""
-    bridge = bridge_target(source, entity, facts, texts, task_type, pick)
-    if task_type != "comparison" and bridge is not None:
-        return bridge
-    return comparison_target(source, entity, facts, texts, pick) or bridge
+    """A bridge where the entity's article states a link, else a comparison (the task type
+    words a bridge's second hop); None when neither fits. A bridge first: its question
+    composes the graph's relations, while a comparison names its own answer among two options,
+    which a small verifier cannot tell from chance."""
+    return bridge_target(source, entity, facts, texts, task_type, pick) or comparison_target(
+        source, entity, facts, texts, pick
+    )
