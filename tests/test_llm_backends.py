@@ -893,6 +893,26 @@ def test_vllm_engine_runs_with_the_configured_settings(vllm_llm):
     assert make_backend(cfg.llm, seed=cfg.seed).llm is vllm_llm.llm
 
 
+def test_vllm_cpu_worker_computes_on_every_usable_core(vllm_llm):
+    """vLLM's own binding keeps a core for its scheduler (one compute core of two here); the
+    backend binds the worker's OpenMP threads to every core of the process's affinity mask."""
+    import psutil
+
+    from pipeline.llm.cpu_cores import usable_cores
+
+    vllm_llm.generate(PROMPTS, SamplingParams(max_tokens=2))
+    bound: set[int] = set()  # cores that an engine thread is pinned to, alone
+    for proc in psutil.Process().children(recursive=True):
+        for thread in proc.threads():
+            try:
+                cpus = os.sched_getaffinity(thread.id)
+            except OSError:  # the thread ended
+                continue
+            if len(cpus) == 1:
+                bound |= cpus
+    assert bound == set(usable_cores())
+
+
 def test_vllm_overlong_prompt_is_cut_and_named_not_fatal(vllm_llm, caplog):
     p = SamplingParams(max_tokens=6, stop=("\n",))
     long = "Passage: " + "the river flows past the old town. " * 700 + PROMPTS[0]

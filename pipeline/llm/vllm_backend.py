@@ -16,7 +16,8 @@ laptop and CI) and the CUDA build (`pip install -e '.[vllm]'` on GPU hosts, prod
   the continuation tokens' entries of `RequestOutput.prompt_logprobs` are summed. This is the
   transformers backend's tokenization, so scores agree across backends.
 - One engine per process and configuration (`engine()`): the KG stage and the generation
-  stage of a nightly run share it, as vLLM expects.
+  stage of a nightly run share it, as vLLM expects. On CPU its worker computes on every core
+  this process may use (`cpu_cores.vllm_cpu_env`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError, first_line
 from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.cpu_cores import vllm_cpu_env
 from pipeline.llm.entropy import token_entropy_topk
 
 log = logging.getLogger(__name__)
@@ -186,25 +188,27 @@ def serve_flags(settings: dict[str, Any]) -> list[str]:
     return flags
 
 
-def default_cpu_threads() -> None:
-    """vLLM's CPU engine core takes its thread count from OMP_NUM_THREADS and falls back to one
-    thread without it: default it to every core this process may use."""
-    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+def default_cpu_threads(cpu_threads_bind: str | None = None, workers: int = 1) -> None:
+    """On CPU, every core this process may use to the engine's worker, before it starts
+    (`cpu_cores.vllm_cpu_env`: `llm.cpu_threads_bind`, the environment first); GPU engines
+    are left as they are."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        vllm_cpu_env(cpu_threads_bind, workers)
 
 
-def engine(model: str, cache_dir: str, **engine_kwargs: Any):
+def engine(model: str, cache_dir: str, cpu_threads_bind: str | None = None, **engine_kwargs):
     """The process's `vllm.LLM` for this model and settings (`engine_settings()`'s), started
-    on first use; on CPU the engine core is a spawned process (`default_cpu_threads`)."""
+    on first use; on CPU the engine core is a spawned process whose worker gets every core
+    (`default_cpu_threads`)."""
     from pipeline.core.model_refs import resolve_llm
 
     key = (model, cache_dir, repr(sorted(engine_kwargs.items())))
     if key in _ENGINES:
         return _ENGINES[key]
     vllm = import_vllm()
-    from vllm.platforms import current_platform
-
-    if current_platform.is_cpu():
-        default_cpu_threads()
+    default_cpu_threads(cpu_threads_bind, engine_kwargs.get("tensor_parallel_size", 1))
     path = resolve_llm(model, cache_dir)
     if path.startswith(("/", ".", "~")) and not Path(path).exists():
         raise VLLMModelError(f"llm.model {model!r}: no such file or directory")
@@ -247,6 +251,7 @@ class VLLMGenerator:
         max_num_batched_tokens: int | None = None,
         enable_prefix_caching: bool = True,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
+        cpu_threads_bind: str | None = None,
     ) -> None:
         import_vllm()
         from vllm.platforms import current_platform
@@ -263,7 +268,7 @@ class VLLMGenerator:
             kv_cache_gib=kv_cache_gib,
             max_num_batched_tokens=max_num_batched_tokens,
         )
-        self.llm = engine(model, cache_dir, **kwargs)
+        self.llm = engine(model, cache_dir, cpu_threads_bind, **kwargs)
         import vllm
         from vllm.exceptions import VLLMValidationError
         from vllm.sampling_params import StructuredOutputsParams
@@ -285,6 +290,7 @@ class VLLMGenerator:
             llm.model,
             max_prompt_tokens=llm.max_prompt_tokens,
             cache_dir=llm.cache_dir,
+            cpu_threads_bind=llm.cpu_threads_bind,
             **config_engine_kwargs(llm, seed),
         )
 
