@@ -473,26 +473,10 @@ class VLLMGenerator:
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
         """log P(continuation | prompt) from the continuation's positions only (forced
-        generation, see the module's docstring); one engine call for the whole batch, so
-        scoring prompts that share a prefix (the few-shot block, one record's question under
-        several evidence texts) compute it once through the prefix cache."""
-        encoded = self._encode_scored(prompts, continuations)
-        result = [0.0] * len(encoded)
-        todo = [k for k, (ids, start) in enumerate(encoded) if len(ids) > start]
-        if self._forcing:
-            forced = [k for k in todo if encoded[k][1] >= 1]  # a token to continue from
-            got = self._score_forced([prompts[k] for k in forced], [encoded[k] for k in forced])
-            done = set()
-            for k, v in zip(forced, got, strict=True):
-                if v is not None:
-                    result[k] = v
-                    done.add(k)
-            todo = [k for k in todo if k not in done]
-        if todo:
-            full = self._score_full([prompts[k] for k in todo], [encoded[k] for k in todo])
-            for k, v in zip(todo, full, strict=True):
-                result[k] = v
-        return result
+        generation, see the module's docstring), one engine call for the whole batch: full
+        KV blocks its prompts share (the few-shot block, one question under several evidence
+        texts) are computed once, through the prefix cache."""
+        return self._score(prompts, continuations, self._forcing)
 
     def score_prompt_logprobs(
         self, prompts: Sequence[str], continuations: Sequence[str]
@@ -500,23 +484,29 @@ class VLLMGenerator:
         """score() from prompt log-probabilities over prompt + continuation as one prompt:
         the LM head and log-softmax at every position, the prefix cache not read. What
         score() computed before forcing, and its fallback; benchmarks compare the two."""
-        encoded = self._encode_scored(prompts, continuations)
-        todo = [k for k, (ids, start) in enumerate(encoded) if len(ids) > start]
+        return self._score(prompts, continuations, False)
+
+    def _score(self, prompts: Sequence[str], continuations: Sequence[str], force: bool):
+        if len(prompts) != len(continuations):
+            raise ValueError("score() needs one continuation per prompt")
+        encoded = [
+            score_token_ids(self.tokenizer, p, c, self.max_prompt_tokens)
+            for p, c in zip(prompts, continuations, strict=True)
+        ]
         result = [0.0] * len(encoded)
+        todo = [k for k, (ids, start) in enumerate(encoded) if len(ids) > start]
+        if force:
+            forced = [k for k in todo if encoded[k][1] >= 1]  # a token to continue from
+            got = self._score_forced([prompts[k] for k in forced], [encoded[k] for k in forced])
+            for k, v in zip(forced, got, strict=True):
+                if v is not None:
+                    result[k] = v
+            done = {k for k, v in zip(forced, got, strict=True) if v is not None}
+            todo = [k for k in todo if k not in done]
         full = self._score_full([prompts[k] for k in todo], [encoded[k] for k in todo])
         for k, v in zip(todo, full, strict=True):
             result[k] = v
         return result
-
-    def _encode_scored(
-        self, prompts: Sequence[str], continuations: Sequence[str]
-    ) -> list[tuple[list[int], int]]:
-        if len(prompts) != len(continuations):
-            raise ValueError("score() needs one continuation per prompt")
-        return [
-            score_token_ids(self.tokenizer, p, c, self.max_prompt_tokens)
-            for p, c in zip(prompts, continuations, strict=True)
-        ]
 
     def _score_forced(
         self, prompts: Sequence[str], encoded: Sequence[tuple[list[int], int]]
