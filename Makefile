@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
 PREFECT_PORT ?= 4200
-.PHONY: demo browse test check lint format install clean-out prefect-server deploy worker
+.PHONY: demo browse test check lint format install clean-out prefect-server deploy worker docs
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,10 +43,15 @@ test: $(STAMP) $(CHROMIUM)
 
 # The loop for every edit (< 3 min): ruff, then the tests that need no model, engine, server,
 # cluster, flow or landed run (tiers in tests/conftest.py). `make test` runs everything.
-check: $(STAMP)
+check: $(STAMP) docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -m "not slow"
+
+# The documentation site (docs/, mkdocs.yml) into site/, offline; --strict fails on a broken
+# link, a missing page or a warning. The reference pages are generated from the code.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -56,7 +61,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# Scheduling (see README "Scheduling"): a Prefect server (API + UI), the deployments of
+# Scheduling (docs/operating/scheduling.md): a Prefect server (API + UI), the deployments of
 # prefect.yaml, and a worker that runs them. deploy/worker need PREFECT_API_URL set, e.g.
 # export PREFECT_API_URL=http://127.0.0.1:$(PREFECT_PORT)/api
 prefect-server: $(STAMP)

@@ -1,4 +1,4 @@
-"""The record browser at a million records (issue 27's performance point).
+"""The record browser at a million records, against its latency targets.
 
 Proves that the real server (`python -m cli browse`, a subprocess on 127.0.0.1) over a catalog
 built by the real `Store.refresh_catalog` answers the records page's first and filtered pages
@@ -85,7 +85,7 @@ def store_of(a: argparse.Namespace) -> Store:
         print(f"built {root} in {built['seconds']:.0f} s")
     store = Store(root, root / "curriculum.duckdb")
     t = time.perf_counter()
-    todo = compact_finished(store)  # as landing leaves a store since issue 28 (once: cached)
+    todo = compact_finished(store)  # as landing leaves a store (once: cached)
     if todo:
         print(f"compacted {len(todo)} runs in {time.perf_counter() - t:.0f} s")
     if todo or not (a.no_refresh and store.catalog_path.exists()):

@@ -1,7 +1,7 @@
-"""Peak memory of the corpus duplicate-id check: the old in-memory dict vs the DuckDB check.
+"""Peak memory of the corpus duplicate-id check: an in-memory dict vs the DuckDB check.
 
-The corpus reader used to keep every id it had seen in a Python dict (id -> line), ~1.5 GB at
-the 21M passages of Wikipedia-2018. It now checks after the pass with DuckDB over the passages
+A Python dict of every id seen (id -> line) takes ~1.5 GB at the 21M passages of
+Wikipedia-2018; the corpus reader checks after the pass with DuckDB over the passages
 file it just wrote (`pipeline.retrieval.corpus.find_duplicate_ids`, memory-limited,
 spilling to disk).
 This writes a passages-shaped Parquet file of N ids (FlashRAG-style decimal ids, default 5M,

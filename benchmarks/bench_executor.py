@@ -1,4 +1,4 @@
-"""Executors side by side (issue 15): what Ray costs, and what a second worker buys.
+"""Executors side by side: what Ray costs, and what a second worker buys.
 
 1. Overhead: the same generation shards (same plan items, seeds, backend, response cache off)
    through `run_generation` on the local executor and on a Ray executor with one worker (a

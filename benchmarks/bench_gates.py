@@ -1,4 +1,4 @@
-"""What the LLM quality gates (issue 17 items 3-5) cost and show on one landed run.
+"""What the LLM quality gates cost and show on one landed run.
 
 Run a nightly with the gates on (the default) and both verifier methods, then read its catalog:
 

@@ -1,4 +1,4 @@
-"""GPU throughput of the production models' shapes, for the Ray scaling projection (issue 15).
+"""GPU throughput of the production models' shapes, for the Ray scaling projection.
 
 No hub access is needed: both models are built from their published configurations with
 random weights, which cost exactly the FLOPs and memory traffic of the real ones:

@@ -1,4 +1,4 @@
-"""A year of nights, before (issue 28, points 1-2): how the cost of one night grows with history.
+"""A year of nights: how the cost of one night grows with history.
 
 Builds histories of --nights nights (each one completed run of --records-per-night records in
 shards of --shard-size, through synthetic_store.py's real Store API, with a bulk review of
@@ -24,7 +24,7 @@ in a fresh subprocess (`--op`), timed inside it, its peak memory its own VmHWM:
             one new night, like near-dup (the same prepared copy)
   near-dup:full, decontam:full
             the same checks over all N nights from nothing (a fresh quality folder): what
-            every night cost before the checks kept their state (issue 28)
+            every night cost before the checks kept their state
   open      connect_readonly (an auditor's first open), then one count(*) over curriculum
 
 With --verify, each size's one-night results are compared with a full recheck of the N+1
@@ -429,7 +429,7 @@ def main() -> None:
     ap.add_argument(
         "--uncompacted",
         action="store_true",
-        help="measure the stores as written, not compacted (the layout before issue 28)",
+        help="measure the stores as written, not compacted (the layout before compaction)",
     )
     ap.add_argument("--verify", action="store_true", help="one night's checks = a full recheck")
     ap.add_argument("--op", help=argparse.SUPPRESS)
@@ -450,7 +450,7 @@ def main() -> None:
     roots = {}
     for n in sizes:
         roots[n] = ROOT / f"data/out/bench/history-{a.records_per_night}-{a.seed}/{n}"
-        if not a.uncompacted:  # what landing leaves since issue 28: every run compacted
+        if not a.uncompacted:  # what landing leaves: every run compacted
             roots[n], built[n]["compact_s"] = compacted(roots[n])
     # each size's history checked by both quality checks, then night N landed (untimed):
     # the store a night's checks start from, and that landing with the checks' tables

@@ -1,4 +1,4 @@
-"""Issue 30's memory targets, measured on the real `curriculum` command.
+"""Memory targets of hostile input, measured on the real `curriculum` command.
 
 1. `curriculum sql "SELECT length(repeat('a', 2000000000))" --set sql.memory_limit=500MB` on
    a real DuckDB file: the peak RSS of the whole process tree (the CLI and its SQL worker),

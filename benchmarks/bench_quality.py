@@ -1,4 +1,4 @@
-"""Cost and recall of the quality gates of issue 17 on synthetic questions.
+"""Cost and recall of the catalog's quality checks on synthetic questions.
 
 A. Decontamination: R synthetic records (default 100k) against B benchmark questions (50k).
    1 % of the records are planted copies of benchmark questions: half re-punctuated / re-cased

@@ -1,5 +1,5 @@
-"""Review files as written (one per submission) against the same reviews folded by landing
-(issue 28): what every read-only connection pays for them, side by side in one run.
+"""Review files as written (one per submission) against the same reviews folded by landing:
+what every read-only connection pays for them, side by side in one run.
 
 A reviewer's submission is one Parquet file under <out>/reviews/, and every read-only
 connection (an audit, `curriculum sql`, each of an export's batches, the browser) binds all

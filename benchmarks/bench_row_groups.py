@@ -1,7 +1,7 @@
 """A year of nights: what a whole-history read holds per Parquet row group, and whether month
-files (fewer, larger row groups) would stop its peak memory growing (issue 28, point 3).
+files (fewer, larger row groups) would stop its peak memory growing.
 
-After session 20, most whole-history audits still peaked 15-35 MB higher at 365 bench nights
+With every run compacted, whole-history audits still peaked 15-35 MB higher at 365 bench nights
 than at 10 (bench_history.py). A compacted bench night is one file of one row group per
 table; this measures, side by side in one run, a table's history read as it is (one file a
 night) and rewritten into one file per month at several row-group sizes (the same rows;

@@ -1,4 +1,4 @@
-"""LLM server peak memory above idle while echo-scoring one long prompt: old way vs new way.
+"""LLM server peak memory above idle while echo-scoring one long prompt: whole vs chunked logits.
 
 Starts `curriculum llm serve`'s app (pipeline.llm.openai_server) twice on 127.0.0.1 with the
 embedded model, each in its own process, and sends each the same request, what the HTTP
@@ -6,10 +6,8 @@ backend's score() sends: `echo=true, max_tokens=0, logprobs=1` for a ~1,500-toke
 built from the sample corpus.
 
 - old: one vocabulary-sized logit row for every position at once (chunked_head.CHUNK_BYTES
-  set above the whole text's logits: one block, one slice), which is what token_logprobs did
-  before: `model(...).logits` over all positions (1,500 x 262,144 float32 = 1.5 GB), then
-  logsumexp over them. Serving the previous commit's token_logprobs instead measured the same
-  (+3,205 MB against +3,163 MB, identical log-probs).
+  set above the whole text's logits: one block, one slice), as `model(...).logits` over all
+  positions would hold them (1,500 x 262,144 float32 = 1.5 GB), then logsumexp over them.
 - new: the code as it is (the LM head over CHUNK_BYTES of logits at a time).
 
 Idle = the server's RSS after a short warm-up request; peak = its VmHWM during the request,

@@ -1,7 +1,7 @@
-"""Project a production night on N GPUs from what an embedded run measured (issue 15).
+"""Project a production night on N GPUs from what an embedded run measured.
 
 Reads a landed catalog's cost rows (`step_costs`, the runner's account of every committed
-shard: the engine's own generated-token counts per step, issue 25) and scales each step's
+shard: the engine's own generated-token counts per step) and scales each step's
 generated tokens per record to the production settings (`configs/production.yaml`) by the
 ratio of its caps (samples x turns x tokens per turn) — the embedded run's fill of its caps
 kept — and, as the worst case, every cap full. Divided by a per-GPU decode throughput this

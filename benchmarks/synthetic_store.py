@@ -204,7 +204,7 @@ def shard(
     cur = {
         "record_id": rids, "run_id": run_id, "shard": s, "slot": slots, "created_at": created,
         "source_passage_id": [c.pids[i] for i in pi], "source_title": [c.titles[i] for i in pi],
-        "cluster_id": pi % 64, "task_type": tt, "hop_count": hop,
+        "cluster_id": pi % 64, "task_type": tt, "hop_count": hop, "planned_hops": hop,
         "subgraph_id": opt([f"sg{i:06d}" for i in sgi], kg),
         "question": opt(q, posed), "answer": opt(ans, posed),
         "answer_aliases": opt([[x] for x in ans], posed), "evidence": opt(ev, posed),
@@ -225,7 +225,7 @@ def shard(
         "difficulty": opt(diff.tolist(), verified),
         "verifier_p_pos": opt((kp / 5).tolist(), ok), "verifier_p_neg": opt((kn / 5).tolist(), ok),
         "verifier_v": opt(vv.tolist(), ok), "verifier_method": opt(["mc"] * n, ok),
-        "verifier_m": opt([5] * n, ok), "v_threshold_quantile": 0.8,
+        "verifier_m": opt([5] * n, ok), "v_threshold_quantile": 0.8, "single_hop_share": 1.0,
         "shortcut_verdict": scv, "uniqueness_verdict": unv, "gate_verdicts": gv,
         "proposer_model": MODEL, "solver_model": MODEL, "embedder_model": "intfloat/e5-base-v2",
         "index_fingerprint": "f" * 16, "config_hash": f"cfg{int(run_id.split('-')[-1]):05d}",

@@ -24,6 +24,15 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one key, e.g. --set store.out_dir=/data/out."),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Show the engines' own logs (vLLM, Prefect, torch) on the console too; they are "
+        "in the log file either way.",
+    ),
+]
 LimitOpt = Annotated[
     int | None,
     typer.Option(
@@ -71,7 +80,7 @@ def config_or_fail(profile: str, overrides: list[str] | None):
 
 @contextlib.contextmanager
 def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
-    """Run a stage command's body with the README's exit codes: bad input (BadInputError: a
+    """Run a stage command's body with the documented exit codes: bad input (BadInputError: a
     corpus or dump line, a truncated or mislabelled file) is one line and exit 2, Ctrl-C is
     exit 130; anything else reaches the console entry point (one line, exit 1). `hint` is
     for errors that carry none of their own."""
@@ -108,6 +117,7 @@ __all__ = [
     "LimitOpt",
     "ProfileOpt",
     "SetOpt",
+    "VerboseOpt",
     "config_or_fail",
     "fail",
     "identifier_or_fail",

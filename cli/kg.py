@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from cli.common import ProfileOpt, SetOpt, config_or_fail, fail, stage_errors
+from cli.common import ProfileOpt, SetOpt, VerboseOpt, config_or_fail, fail, stage_errors
+from cli.console import run_console, stage_log
+from pipeline.core import progress
 
 # For bad input whose error carries no hint of its own (a missing or truncated dump);
 # an error over kg.error_budget says to raise it itself.
@@ -57,13 +59,20 @@ def ingest_command(
 
 @kg_app.command("extract")
 def extract_command(
-    profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Ingest if needed, then LLM-guided path expansion + distractors (a Prefect flow)."""
-    config_or_fail(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     from flows.extract_subgraphs import extract_subgraphs
 
-    with stage_errors(HINT, "aborted: committed work is kept; rerun to resume"):
+    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "kg extract")
+    with (
+        stage_errors(HINT, "aborted: committed work is kept; rerun to resume"),
+        run_console(log_path, "kg extract", verbose),
+    ):
+        progress.until_next("prefect", "flow run started")
         res = extract_subgraphs(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if res.reused else "extracted"
     typer.echo(

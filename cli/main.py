@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cli import console
 from cli.audit import audit as audit_command
 from cli.browse import browse as browse_command
 from cli.common import (
@@ -16,6 +17,7 @@ from cli.common import (
     LimitOpt,
     ProfileOpt,
     SetOpt,
+    VerboseOpt,
     config_or_fail,
     fail,
     identifier_or_fail,
@@ -23,12 +25,14 @@ from cli.common import (
     sql_limits,
     stage_errors,
 )
+from cli.console import run_console, shown_path, stage_log
 from cli.export import export_command
 from cli.kg import kg_app
 from cli.quality import quality_app
 from cli.report import report as report_command
 from cli.runs import runs_app
 from cli.sql_output import Format, print_tables
+from pipeline.core import progress
 from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.display import display_text
 from pipeline.core.errors import BadInputError
@@ -66,9 +70,19 @@ def main(
     debug: Annotated[
         bool, typer.Option("--debug", help="Verbose logs, and full tracebacks on errors.")
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show the engines' own logs (vLLM, Prefect, torch) on the console too; they "
+            "are in the run's log file either way.",
+        ),
+    ] = False,
 ) -> None:
     global _DEBUG
     _DEBUG = debug
+    console.VERBOSE = verbose or debug
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The machines that run this have no route to Prefect's telemetry endpoint.
@@ -97,8 +111,12 @@ def nightly_command(
             "configuration if it did not complete, else a new <date>-<profile>-<hash> run."
         ),
     ] = None,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report)."""
+    """Run the nightly flow (index, kg, selector plan, generate, feedback, land, report).
+
+    The console shows one line per stage; the engines' logs go to runs/<run id>/nightly.log
+    under the store (-v shows them too)."""
     run_id = identifier_or_fail(run_id)
     cfg = config_or_fail(profile, overrides)
     from pipeline.core.model_refs import check_model_refs
@@ -120,11 +138,14 @@ def nightly_command(
         with store_run_lock(store.root, run_id):
             pass
         check_address(cfg.executor)  # a Ray cluster nobody runs at executor.address
-        if choice.message():  # only once the store is free: nothing resumes otherwise
-            typer.secho(choice.message(), fg="yellow", err=True)
-        from flows.nightly import nightly as nightly_flow
+        log_path = store.run_dir(run_id) / "nightly.log"
+        with run_console(log_path, "nightly", verbose) as shown:
+            if choice.message():  # only once the store is free: nothing resumes otherwise
+                shown.warn(choice.message())
+            progress.until_next("prefect", "flow run started")
+            from flows.nightly import nightly as nightly_flow
 
-        s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
+            s = nightly_flow(profile=profile, overrides=overrides or [], run_id=run_id)
     except RunInProgressError as exc:
         fail(str(exc), "wait for it to finish (or stop it with Ctrl-C / SIGTERM) and rerun")
     except BadInputError as exc:
@@ -139,21 +160,7 @@ def nightly_command(
             err=True,
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    mean_v = "n/a" if s.mean_v is None else f"{s.mean_v:+.3f}"
-    mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
-    typer.echo(
-        f"\nrun {s.run_id} ({cfg.profile}): {s.records} records, {s.valid} valid, "
-        f"{s.verbatim} valid+verbatim, mean V {mean_v}, mean proposer reward {mean_r}, "
-        f"{s.accepted} accepted"
-    )
-    typer.echo(f"DuckDB catalog: {s.catalog}")
-    typer.echo('  query it: .venv/bin/curriculum sql "SELECT * FROM funnel"')
-    typer.echo("  export it: .venv/bin/curriculum export OUT_DIR   (the accepted records)")
-    typer.echo("  audit it: .venv/bin/curriculum audit evidence   (curriculum audit list)")
-    if s.report:
-        typer.echo(f"run report: {s.report}")
-    else:
-        typer.echo(f"run report: not written; try `curriculum report --run-id {s.run_id}`")
+    print_summary(s, cfg, log_path)
     if s.status != "completed":
         typer.secho(
             f"run {s.run_id} {s.status} after {s.shards_completed}/{s.shards_planned} shards; "
@@ -162,6 +169,26 @@ def nightly_command(
             err=True,
         )
         raise typer.Exit(EXIT_STOPPED)
+
+
+def print_summary(s, cfg: PipelineConfig, log_path) -> None:
+    """The run's result and what to do next, the last lines of the console."""
+    mean_v = "n/a" if s.mean_v is None else f"{s.mean_v:+.3f}"
+    mean_r = "n/a" if s.mean_reward is None else f"{s.mean_reward:.3f}"
+    typer.echo(
+        f"\nrun {s.run_id}: {s.records} records, {s.valid} valid, {s.verbatim} valid+verbatim, "
+        f"{s.accepted} accepted\n  mean V {mean_v}, mean proposer reward {mean_r}"
+    )
+    typer.echo(f"DuckDB catalog: {shown_path(s.catalog)}")
+    if s.report:
+        typer.echo(f"run report:     {shown_path(s.report)}")
+    else:
+        typer.echo(f"run report:     not written; try `curriculum report --run-id {s.run_id}`")
+    typer.echo(f"log file:       {shown_path(log_path)}")
+    typer.echo("next:")
+    typer.echo('  .venv/bin/curriculum sql "SELECT * FROM funnel"   # query the catalog')
+    typer.echo("  make browse                                      # read the records")
+    typer.echo("  .venv/bin/curriculum export OUT_DIR              # the accepted records")
 
 
 @app.command()
@@ -223,12 +250,21 @@ def _retriever(cfg: PipelineConfig):
 
 
 @index_app.command("build")
-def index_build(profile: ProfileOpt = "configs/embedded.yaml", overrides: SetOpt = None) -> None:
+def index_build(
+    profile: ProfileOpt = "configs/embedded.yaml",
+    overrides: SetOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
     """Corpus -> passages table -> embedding shards -> FAISS index (a no-op if unchanged)."""
-    config_or_fail(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     from flows.build_index import build_index
 
-    with stage_errors(INPUT_HINT, "aborted: nothing was marked complete; rerun to resume"):
+    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "index build")
+    with (
+        stage_errors(INPUT_HINT, "aborted: nothing was marked complete; rerun to resume"),
+        run_console(log_path, "index build", verbose),
+    ):
+        progress.until_next("prefect", "flow run started")
         art = build_index(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if art.reused else f"built ({art.embedded_shards} shards embedded)"
     typer.echo(f"index {art.fingerprint}: {art.passages} passages, {state}")
@@ -313,12 +349,15 @@ def cluster(
     iteration: Annotated[
         int | None, typer.Option(help="Selector iteration (default: the next one).")
     ] = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Cluster the indexed corpus with mini-batch k-means for a selector iteration (K_t)."""
-    config_or_fail(profile, overrides)
+    cfg = config_or_fail(profile, overrides)
     from flows.cluster_corpus import cluster_corpus
 
-    with stage_errors(INPUT_HINT):
+    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "cluster")
+    with stage_errors(INPUT_HINT), run_console(log_path, "cluster", verbose):
+        progress.until_next("prefect", "flow run started")
         res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
     sizes = res.sizes()
     typer.echo(
@@ -400,6 +439,8 @@ def run() -> None:
         if _DEBUG:
             raise
         typer.secho(f"error: {_one_line(exc)}", fg="red", err=True)
+        if console.LOG_FILE is not None:  # what the engines said is there
+            typer.echo(f"log: {shown_path(console.LOG_FILE)}", err=True)
         typer.echo("hint: rerun with `curriculum --debug ...` for the full traceback", err=True)
         _exit(EXIT_FAILED)
 

@@ -1,4 +1,4 @@
-"""`curriculum quality ...`: quality gates over the landed catalog (issue 17).
+"""`curriculum quality ...`: quality gates over the landed catalog.
 
 `decontaminate` checks the records against benchmark files; `near-duplicates` clusters the
 catalog's questions. Both check only the runs they have not checked before (with the same

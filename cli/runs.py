@@ -1,4 +1,4 @@
-"""`curriculum runs ...`: housekeeping of the store's runs (issue 28, retention).
+"""`curriculum runs ...`: housekeeping of the store's runs (retention).
 
 `prune` removes the runs older than a cutoff, or only their bulky columns; the library is
 pipeline/catalog/retention.py. Registered in cli/main.py with `app.add_typer(runs_app, ...)`.
@@ -19,6 +19,8 @@ from pipeline.core.display import display_text
 runs_app = typer.Typer(help="Housekeeping of the store's runs: retention.", no_args_is_help=True)
 
 _HINT = "check the profile's store.out_dir, then rerun the same command"
+# --keep-days at most a century: a cutoff the calendar can hold (800,000 days overflowed it).
+MAX_KEEP_DAYS = 36_600
 _APPLY_HINT = (
     "nothing is lost: rerun the same command to finish (runs already moved out wait in "
     "<out>/.trash/runs/, left out of the catalog, until their files are deleted)"
@@ -47,6 +49,7 @@ def prune_command(
         typer.Option(
             "--keep-days",
             min=0,
+            max=MAX_KEEP_DAYS,
             help="Keep the runs of the last N days: prune those dated before today (UTC) - N.",
         ),
     ] = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
+from pipeline.core import progress
 from pipeline.core.config import PipelineConfig, load_config
 from pipeline.executors import open_executor
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
@@ -17,8 +18,10 @@ from pipeline.store.store import Store
 @task(name="build-index", **RETRY)
 def build_index_task(cfg: PipelineConfig, corpus: CorpusFile, store: Store) -> IndexArtifacts:
     # The embedding shards run on the configured executor (Ray workers with executor.kind=ray).
-    with open_executor(cfg) as executor:
-        return ensure_index(cfg, corpus=corpus, out_dir=store.root, executor=executor)
+    with open_executor(cfg) as executor, progress.stage("index") as st:
+        art = ensure_index(cfg, corpus=corpus, out_dir=store.root, executor=executor)
+        st.finish(f"{art.passages:,} passages, {'reused' if art.reused else 'built'}")
+    return art
 
 
 @flow(name="build-index", log_prints=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 
 from flows.retry import RETRY
+from pipeline.core import progress
 from pipeline.core.config import PipelineConfig, load_config
 from pipeline.retrieval.corpus import CorpusFile, locate_corpus
 from pipeline.retrieval.index_build import ensure_index
@@ -18,8 +19,13 @@ from pipeline.store.store import Store
 def cluster_task(
     cfg: PipelineConfig, corpus: CorpusFile, store: Store, iteration: int
 ) -> ClusterResult:
-    index = ensure_index(cfg, corpus=corpus, out_dir=store.root)
-    return clusters_for(cfg, index.dir, iteration, store.root)
+    with progress.stage("index") as st:
+        index = ensure_index(cfg, corpus=corpus, out_dir=store.root)
+        st.finish(f"{index.passages:,} passages, {'reused' if index.reused else 'built'}")
+    with progress.stage("clusters") as st:
+        result = clusters_for(cfg, index.dir, iteration, store.root)
+        st.finish(f"iteration {iteration}: K={result.k} over {result.n_rows:,} passages")
+    return result
 
 
 @flow(name="cluster-corpus", log_prints=True)

@@ -13,16 +13,19 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.report import report_task
 from flows.retry import RETRY
+from pipeline.core import progress
 from pipeline.core.config import load_config
 from pipeline.core.identifiers import check_identifier
 from pipeline.core.run_control import StopRequest, store_run_lock
 from pipeline.executors import open_executor
 from pipeline.generation.run import GenerationReport
 from pipeline.kg.extract import ExtractResult
+from pipeline.llm import usage
 from pipeline.retrieval.index_build import IndexArtifacts
 from pipeline.run_context import RunContext, choose_run
 from pipeline.stages import (
     RunSummary,
+    TokenRate,
     feedback_stage,
     generate_stage,
     index_stage,
@@ -35,7 +38,9 @@ from pipeline.store.store import Store, check_catalog_file
 
 @task(name="index", **RETRY)
 def index_task(ctx: RunContext) -> IndexArtifacts:
-    art = index_stage(ctx)
+    with progress.stage("index") as st:
+        art = index_stage(ctx)
+        st.finish(f"{art.passages:,} passages, {'reused' if art.reused else 'built'}")
     get_run_logger().info(
         "index %s: %d passages (%s)",
         art.fingerprint,
@@ -47,7 +52,14 @@ def index_task(ctx: RunContext) -> IndexArtifacts:
 
 @task(name="kg", **RETRY)
 def kg_task(ctx: RunContext, index: IndexArtifacts) -> ExtractResult | None:
-    res = kg_stage(ctx, index)
+    if not ctx.cfg.kg.nightly:
+        return None
+    with usage.metered() as meter, progress.stage("kg") as st:
+        st.live = TokenRate(meter)
+        res = kg_stage(ctx, index)
+        if res is not None:
+            how = "reused" if res.reused else "extracted"
+            st.finish(f"{res.subgraphs} subgraphs from {res.seeds} seeds, {how}")
     if res is not None:
         get_run_logger().info(
             "kg: %d subgraphs (%s) at %s",
@@ -81,7 +93,9 @@ def generate_task(
 
 @task(name="selector-feedback", cache_policy=NO_CACHE)
 def feedback_task(ctx: RunContext, index: IndexArtifacts) -> bool:
-    applied = feedback_stage(ctx, index)
+    with progress.stage("feedback") as st:
+        applied = feedback_stage(ctx, index)
+        st.finish("selector updated" if applied else "nothing to feed back")
     get_run_logger().info(
         "selector: %s", "feedback applied" if applied else "nothing to apply (incomplete or done)"
     )
@@ -92,14 +106,22 @@ def feedback_task(ctx: RunContext, index: IndexArtifacts) -> bool:
 def land_task(
     ctx: RunContext, index: IndexArtifacts, subgraphs: ExtractResult | None
 ) -> RunSummary:
-    return land_stage(ctx, index, subgraphs)
+    with progress.stage("landing") as st:
+        summary = land_stage(ctx, index, subgraphs)
+        st.finish(f"catalog of {summary.records} records, {summary.accepted} accepted")
+    return summary
 
 
 @task(name="quality", cache_policy=NO_CACHE)
 def quality_task(
     ctx: RunContext, index: IndexArtifacts, subgraphs: ExtractResult | None
 ) -> RunSummary | None:
-    return quality_stage(ctx, index, subgraphs)
+    if not ctx.cfg.quality.nightly:
+        return None
+    with progress.stage("quality") as st:
+        summary = quality_stage(ctx, index, subgraphs)
+        st.finish("benchmarks and near-duplicates checked, catalog refreshed")
+    return summary
 
 
 @flow(name="nightly", log_prints=True)

@@ -12,6 +12,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pipeline.catalog.report import RunReport, write_run_report
 from pipeline.catalog.report_data import FUNNEL_LABELS, FUNNEL_STAGES
+from pipeline.core import progress
 from pipeline.run_context import RunContext
 
 
@@ -43,7 +44,9 @@ def funnel_table(report: RunReport) -> list[dict]:
 def report_task(ctx: RunContext) -> RunReport:
     """Write runs/<run_id>/report/ from the refreshed catalog and publish it."""
     run_id = ctx.run_id
-    report = write_run_report(ctx.store.catalog_path, ctx.run_dir, run_id)
+    with progress.stage("report") as st:
+        report = write_run_report(ctx.store.catalog_path, ctx.run_dir, run_id)
+        st.finish("written")
     create_markdown_artifact(
         markdown=report.artifact_markdown(),
         key=artifact_key(run_id, "report"),

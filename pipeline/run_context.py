@@ -1,7 +1,7 @@
 """One nightly run's shared state, built once when the run starts and handed to every stage.
 
-Stages used to rebuild it from the config — a `Store` per stage, the corpus re-hashed by each
-stage that keys an artifact on it. Now the flow builds one `RunContext` (the typed config, the
+Rather than each stage rebuilding it from the config — a `Store` per stage, the corpus hashed
+by each stage that keys an artifact on it — the flow builds one `RunContext` (the typed config, the
 run's one `Store`, its id, the corpus file hashed once) and each stage has one shape,
 `stage(ctx, upstream handles) -> handle`, where a handle (IndexArtifacts, ExtractResult,
 GenerationReport, RunSummary) carries what later stages need, so nothing is re-derived.

@@ -8,23 +8,28 @@ the handles of the stages before it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow.compute as pc
 
+from pipeline.agents.properties import PROPERTIES
+from pipeline.core import progress
 from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError
 from pipeline.core.io import utcnow
-from pipeline.generation.run import GenerationReport, GenerationStep, run_generation
+from pipeline.generation.run import GenerationReport, GenerationStep, run_generation, shard_name
 from pipeline.kg import extract as kg
+from pipeline.llm import usage
 from pipeline.retrieval.index_build import IndexArtifacts, ensure_index, find_index
 from pipeline.run_context import RunContext
-from pipeline.selector.run_plan import apply_feedback, load_plan, make_plan, selector_dirs
-from pipeline.store.compaction import compact_finished, sweep
+from pipeline.selector.run_plan import Plan, apply_feedback, load_plan, make_plan, selector_dirs
+from pipeline.store.compaction import DERIVED_MACROS, compact_finished, sweep
 from pipeline.store.runs import finish_run, start_run
-from pipeline.store.store import Store, connect_readonly
+from pipeline.store.store import Listed, Store, connect_readonly, macro_catalog
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,10 @@ def generate_stage(
     n_shards = -(-cfg.generation.num_sources // cfg.generation.shard_size)
     record = start_run(store, cfg, run_id, n_shards)
     graphs = subgraphs.subgraphs_for_generation() if subgraphs is not None else []
-    plan = make_plan(cfg, store, index.dir, run_id, graphs)
+    with progress.stage("clusters") as st:
+        plan = make_plan(cfg, store, index.dir, run_id, graphs)
+        k = len({item.cluster_id for item in plan.items})
+        st.finish(f"{len(plan.items)} sources from {k} clusters (iteration {plan.iteration})")
     status = "failed"
     try:
         step = GenerationStep(
@@ -72,17 +80,128 @@ def generate_stage(
             run_date=record["run_date"],
             index_dir=index.dir,
             subgraphs={sg["subgraph_id"]: sg for sg in graphs},
+            **generation_kg(cfg, subgraphs, graphs, plan),
         )
-        try:
-            report = run_generation(step, plan, ctx.executor, on_shard, should_stop)
-        except KeyboardInterrupt:
-            status = "stopped"  # committed shards stay; the rest is redone on resume
-            raise
-        done = report.shards_done_before + report.shards_written
-        status = "completed" if done == report.shards_planned else "stopped"
+        with usage.metered() as meter, progress.stage("generation", n_shards, "shards") as st:
+            watch = GenerationProgress(store, run_id, len(plan.items), cfg.generation.shard_size)
+            st.live = TokenRate(meter)
+            watch.show(st)
+
+            def committed(shard: int, total: int) -> None:
+                watch.committed(shard, st)
+                if on_shard:
+                    on_shard(shard, total)
+
+            try:
+                report = run_generation(step, plan, ctx.executor, committed, should_stop)
+            except KeyboardInterrupt:
+                status = "stopped"  # committed shards stay; the rest is redone on resume
+                raise
+            done = report.shards_done_before + report.shards_written
+            status = "completed" if done == report.shards_planned else "stopped"
+            st.finish(watch.result(status))
         return report
     finally:
         finish_run(store, record, status)
+
+
+def generation_kg(
+    cfg: PipelineConfig, subgraphs: kg.ExtractResult | None, graphs: list[dict], plan: Plan
+) -> dict:
+    """What the plan's slots need of the graph beyond their subgraphs, read once here: the
+    facts of the entities the plan's passages are about (two-passage tasks), and descriptions
+    that single out each path node or passage entity (obfuscated questions)."""
+    if subgraphs is None:
+        return {}
+    facts = (
+        subgraphs.entity_facts([it.passage_id for it in plan.items], PROPERTIES)
+        if cfg.generation.two_passage
+        else None
+    )
+    qids = {n["id"] for g in graphs for n in g["target_path"]["nodes"]}
+    qids |= set(facts.by_passage.values()) if facts else set()
+    share = cfg.generation.obfuscation_share
+    return {"facts": facts, "descriptions": subgraphs.descriptions(qids) if share > 0 else {}}
+
+
+class GenerationProgress:
+    """What the generation line shows: shards and records committed, the records that pass
+    the run's own gates so far (the `accepted` view's count before the checks across runs:
+    contamination and duplicates) and the engine's generated tokens per second."""
+
+    def __init__(self, store: Store, run_id: str, records: int, shard_size: int) -> None:
+        self.store, self.run_id = store, run_id
+        self.records, self.shard_size = records, shard_size
+        names = {shard_name(s) for s in range(-(-records // shard_size))}
+        self.done = sorted(int(n) for n in store.completed_shards(run_id, verify=False) & names)
+        self.passing = passing_so_far(store, run_id) if self.done else None
+
+    def _size(self, shard: int) -> int:
+        return min(self.shard_size, self.records - shard * self.shard_size)
+
+    def committed(self, shard: int, st: progress.Stage) -> None:
+        self.done.append(shard)
+        self.passing = passing_so_far(self.store, self.run_id)
+        self.show(st)
+
+    def show(self, st: progress.Stage) -> None:
+        made = sum(self._size(s) for s in self.done)
+        info = [f"{made}/{self.records} records"]
+        if self.passing is not None:
+            info.append(f"{self.passing} accepted so far")
+        st.update(len(self.done), info)
+
+    def result(self, status: str) -> str:
+        made = sum(self._size(s) for s in self.done)
+        passing = "" if self.passing is None else f", {self.passing} pass the run's gates"
+        stopped = "" if status == "completed" else f" ({status})"
+        return f"{made} records{passing}{stopped}"
+
+
+class TokenRate:
+    """A stage's live figure: the engine's generated tokens per second (a shard's steps hand
+    their counts over as each step ends; shards on Ray workers report none here). The rate
+    runs from the first count seen to the latest change, so neither loading the model nor the
+    wait for the next step's count dilutes it; before a second count, the tokens so far."""
+
+    def __init__(self, meter: usage.Meter) -> None:
+        self.meter = meter
+        self.first: tuple[float, int] | None = None  # (when, tokens) of the first count seen
+        self.last: tuple[float, int] | None = None  # of the latest change
+
+    def __call__(self) -> list[str]:
+        n = self.meter.usage.generated_tokens or 0
+        if not n:
+            return []
+        now = time.monotonic()
+        if self.first is None:
+            self.first = self.last = (now, n)
+        elif self.last is not None and n != self.last[1]:
+            self.last = (now, n)
+        (t0, n0), (t1, n1) = self.first, self.last or self.first
+        if t1 - t0 < 1:
+            return [f"{n:,} tokens"]
+        return [f"{(n1 - n0) / (t1 - t0):.0f} tok/s"]
+
+
+def passing_so_far(store: Store, run_id: str) -> int:
+    """Records of the run's committed shards that pass its own gates so far (valid, verbatim,
+    V above the controls' bar, every generation gate), by views.sql's record_facts_of: what
+    the `accepted` view will hold before contamination and duplicates are ruled out."""
+    sources = ("curriculum", "control_scores")
+    listing = [
+        Listed(run_id, f["table"], store.root / f["path"], False, f["rows"])
+        for entry in store.manifest(run_id).values()
+        for f in entry["files"]
+        if f["table"] in sources
+    ]
+    with duckdb.connect() as con:
+        macro_catalog(con, listing, sources, DERIVED_MACROS)
+        row = con.execute(
+            "SELECT count(*) FROM record_facts_of('curriculum', 'control_scores') "
+            "WHERE before_quality IS NULL AND gate_rejected_by IS NULL"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def feedback_stage(ctx: RunContext, index: IndexArtifacts) -> bool:

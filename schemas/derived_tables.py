@@ -1,4 +1,4 @@
-"""Tables the store derives from a run's own shards when it compacts the run (issue 28), so
+"""Tables the store derives from a run's own shards when it compacts the run, so
 that reading a year of nights does not recompute what one night already settled. Gathered
 with the others in schemas/tables.py; the SQL that fills them is `record_facts_of` and
 `verifier_controls_of` in schemas/views.sql (the same macros compute them live for a run not yet
@@ -20,7 +20,7 @@ def record_facts(curriculum: pa.Schema) -> pa.Schema:
         "record_id", "run_id", "created_at", "cluster_id", "task_type", "hop_count",
         "question_source", "question", "answer", "is_valid", "invalid_reason", "is_verbatim",
         "solver_n", "solver_k", "wcr_coverage_mean", "difficulty", "verifier_v",
-        "proposer_reward", "gate_verdicts",
+        "proposer_reward", "gate_verdicts", "single_hop_share",
     )  # fmt: skip
     return contract(
         "record_facts",
@@ -59,5 +59,7 @@ def control_facts() -> pa.Schema:
             f("auc_real_vs_shuffled", pa.float64(), doc="ROC AUC, ties counted half"),
             f("auc_real_vs_off_topic", pa.float64(), doc="ROC AUC, ties counted half"),
             f("answer_only_ge_real_share", pa.float64(), doc=share),
+            f("mean_v_minus_hop", pa.float64(), doc="multi-hop records: the chain minus one hop"),
+            f("auc_real_vs_minus_hop", pa.float64(), doc="ROC AUC, ties counted half"),
         ],
     )

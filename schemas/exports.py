@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from schemas.fields import f
+from schemas.fields import EVIDENCE_CHAIN, f
 from schemas.tables import KG_PATH
 
 # Version of the export layout and columns below (not of the curriculum table contract).
-EXPORT_VERSION = "1.2.0"
+EXPORT_VERSION = "1.3.0"
 
 # Curriculum columns an export needs (the wide prompt / raw-output columns are not fetched).
 SOURCE_COLUMNS = (
@@ -20,9 +20,13 @@ SOURCE_COLUMNS = (
     "cluster_id",
     "task_type",
     "hop_count",
+    "planned_hops",
     "question",
     "answer",
     "evidence",
+    "evidence_chain",
+    "evidence_mode",
+    "question_style",
     "evidence_passage_id",
     "evidence_char_start",
     "evidence_char_end",
@@ -36,7 +40,7 @@ SOURCE_COLUMNS = (
 )
 
 # Columns of the catalog's curriculum_quality view an export reads besides SOURCE_COLUMNS: the
-# decontamination and near-duplicate gates of issue 17 (not written into the export).
+# decontamination and near-duplicate gates (not written into the export).
 QUALITY_COLUMNS = (
     "contaminated",
     "contamination_benchmarks",
@@ -58,12 +62,12 @@ QUALITY_COLUMNS = (
     "accepted",
 )
 
-# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest;
-# issue 27): read to honour reviews, not written into the export. Absent from a catalog
+# A reviewer's latest verdict on the record (curriculum_verdicts, from view review_latest):
+# read to honour reviews, not written into the export. Absent from a catalog
 # built before reviews existed.
 REVIEW_COLUMNS = ("review_verdict", "review_reason", "reviewer", "reviewed_at")
 
-# Per solver rollout of a record solved under solver.protocol=evalact or arr (issue 16): what a
+# Per solver rollout of a record solved under solver.protocol=evalact or arr: what a
 # GRPO trainer needs to apply the process signals. EvalAct: the rollout's A_i and, per
 # Search→Evaluate segment in order, PCAR's multiplier clamp(1 + λ z̃, δ, ∞) and A_i × it (null
 # for a segment whose Evaluate was a violation). ARR: the reasoner's r^r / A^r, the verifier's
@@ -106,7 +110,19 @@ RECORD_SCHEMA = pa.schema(
             False,
             "every accepted form of the answer, the answer first",
         ),
-        f("evidence", pa.string(), doc="the evidence span, verbatim from its passage"),
+        f("evidence", pa.string(), doc="the final hop's evidence span, verbatim from its passage"),
+        f(
+            "evidence_chain",
+            EVIDENCE_CHAIN,
+            doc="one verbatim sentence per hop in hop order (passage id, offsets, text, the "
+            "hop's subject, property and object): what a searcher has to find",
+        ),
+        f(
+            "evidence_mode",
+            pa.string(),
+            doc="kg_path | passage_span | passage_bridge | passage_comparison",
+        ),
+        f("question_style", pa.string(), doc="plain | obfuscated (the start entity described)"),
         f("evidence_passage_id", pa.string(), doc="the passage the evidence is copied from"),
         f("evidence_char_start", pa.int32(), doc="0-based offset of the evidence in it"),
         f("evidence_char_end", pa.int32(), doc="end offset of the evidence (exclusive)"),
@@ -114,7 +130,8 @@ RECORD_SCHEMA = pa.schema(
         f("source_title", pa.string(), doc="that passage's title"),
         f("cluster_id", pa.int32(), doc="the source passage's corpus cluster (the selector's)"),
         f("task_type", pa.string(), doc="factual | comparison | causal | temporal | aggregation"),
-        f("hop_count", pa.int32(), doc="hops of the KG path the question follows"),
+        f("hop_count", pa.int32(), doc="the question's own hops: its evidence chain's length"),
+        f("planned_hops", pa.int32(), doc="the hops the selector drew for the slot"),
         f("kg_path", KG_PATH, doc="the KG sub-path (nodes, relations) ending at the answer"),
         f("waypoints", pa.list_(pa.string()), doc="KG path nodes the WCR reward looks for"),
         f("verifier_v", pa.float64(), doc="evidence verifier V = p+ - p- (with vs without it)"),
@@ -140,6 +157,8 @@ EXTRA_INFO = (
     "run_id",
     "question",
     "hop_count",
+    "evidence_mode",
+    "question_style",
     "task_type",
     "source_passage_id",
     "evidence_passage_id",
@@ -168,6 +187,7 @@ VERL_SCHEMA = pa.schema(
                             [
                                 ("target", pa.list_(pa.string())),
                                 ("evidence", pa.string()),
+                                ("evidence_chain", pa.list_(pa.string())),
                                 ("waypoints", pa.list_(pa.string())),
                             ]
                         ),
@@ -175,7 +195,8 @@ VERL_SCHEMA = pa.schema(
                 ]
             ),
             False,
-            "style rule; ground_truth: target (golden_answers), evidence, waypoints",
+            "style rule; ground_truth: target (golden_answers), evidence (the final hop's), "
+            "evidence_chain (every hop's sentence), waypoints",
         ),
         f(
             "extra_info",

@@ -10,11 +10,26 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2.3.0"
+SCHEMA_VERSION = "3.0.0"
 
 TS = pa.timestamp("us", tz="UTC")
 _NAMED = pa.struct([("id", pa.string()), ("label", pa.string())])
 KG_PATH = pa.struct([("nodes", pa.list_(_NAMED)), ("relations", pa.list_(_NAMED))])
+EVIDENCE_CHAIN = pa.list_(
+    pa.struct(
+        [
+            ("hop", pa.int8()),
+            ("passage_id", pa.string()),
+            ("char_start", pa.int32()),
+            ("char_end", pa.int32()),
+            ("text", pa.string()),
+            ("subject", pa.string()),
+            ("relation", pa.string()),
+            ("object", pa.string()),
+            ("source", pa.string()),
+        ]
+    )
+)
 
 DOCS: dict[str, str] = {}  # table -> its one-line description (schemas.tables.table_doc)
 

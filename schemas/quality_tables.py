@@ -1,8 +1,8 @@
-"""Contracts of the quality checks over the catalog (issue 17), written by `curriculum quality
+"""Contracts of the quality checks over the catalog, written by `curriculum quality
 ...` (and the nightly with quality.nightly) under <out>/quality/<table>/: one file per run
 (benchmark_matches, question_minhash), per benchmark (benchmark_checks) or for the catalog
 (question_duplicates), laid out so that a night writes its own files and rewrites only small
-ones (issue 28); question_clusters is a view over two of them. What decontamination
+ones; question_clusters is a view over two of them. What decontamination
 remembers between passes (decontamination_runs) is under <out>/quality/state/, not in the
 catalog. Gathered with the others in schemas/tables.py."""
 

@@ -1,4 +1,4 @@
-"""The reviewers' table (issue 27): a person's verdict on a curriculum record, written by the
+"""The reviewers' table: a person's verdict on a curriculum record, written by the
 record browser under <out>/reviews/, one file per submission, never rewritten. Gathered with
 the others in schemas/tables.py."""
 

@@ -36,7 +36,7 @@ CREATE OR REPLACE MACRO norm(s) AS trim(regexp_replace(
 CREATE OR REPLACE VIEW curriculum_valid AS
 SELECT * FROM curriculum WHERE is_valid AND is_verbatim;
 
--- Quality gates (issue 17), over the tables `curriculum quality ...` commits (empty until then).
+-- Quality gates, over the tables `curriculum quality ...` commits (empty until then).
 -- Contaminated records: one row each, with every benchmark and method that matched it.
 CREATE OR REPLACE VIEW contamination AS
 SELECT
@@ -214,7 +214,7 @@ SELECT
     c.record_id, c.run_id, c.created_at, c.cluster_id, c.task_type, c.hop_count,
     c.question_source, c.question, c.answer, c.is_valid, c.invalid_reason, c.is_verbatim,
     c.solver_n, c.solver_k, c.wcr_coverage_mean, c.difficulty, c.verifier_v,
-    c.proposer_reward, c.gate_verdicts,
+    c.proposer_reward, c.gate_verdicts, c.single_hop_share,
     t.v_threshold,
     CASE
         WHEN NOT c.is_valid THEN coalesce(c.invalid_reason, 'invalid')
@@ -345,16 +345,45 @@ WHERE q.question_rank > 1 OR c.cluster_rank > 1;
 
 CREATE OR REPLACE TABLE record_duplicates AS SELECT * FROM record_duplicate_ranking;
 
+-- The last stage: at most `single_hop_share` of a run's accepted records may be one-hop
+-- (single-sentence) questions; past that share of what passes everything else, the one-hop
+-- records with the lowest V are rejected as `single_hop_cap` (a share of 1 caps nothing).
 CREATE OR REPLACE VIEW record_verdicts AS
+WITH v AS (
+    SELECT
+        f.* EXCLUDE (before_quality, gate_rejected_by, question_key, gate_rejection,
+                     duplicate_cluster_id),
+        f.before_quality IS NULL AND NOT f.contaminated AS reached_gates,
+        coalesce(f.gate_rejection, d.rejected_by) AS passed_by,
+        d.duplicate_of
+    FROM record_gated f
+    LEFT JOIN record_duplicates d ON d.record_id = f.record_id
+),
+runs_cap AS (
+    SELECT run_id, any_value(single_hop_share) AS share,
+           count(*) FILTER (WHERE hop_count >= 2) AS multi
+    FROM v WHERE passed_by IS NULL GROUP BY run_id
+),
+singles AS (
+    SELECT record_id,
+           row_number() OVER (PARTITION BY run_id ORDER BY verifier_v DESC, record_id) AS rank
+    FROM v WHERE passed_by IS NULL AND hop_count < 2
+)
 SELECT
-    f.* EXCLUDE (before_quality, gate_rejected_by, question_key, gate_rejection,
-                 duplicate_cluster_id),
-    f.before_quality IS NULL AND NOT f.contaminated AS reached_gates,
-    coalesce(f.gate_rejection, d.rejected_by) AS rejected_by,
-    d.duplicate_of,
-    f.gate_rejection IS NULL AND d.record_id IS NULL AS accepted
-FROM record_gated f
-LEFT JOIN record_duplicates d ON d.record_id = f.record_id;
+    v.* EXCLUDE (passed_by),
+    coalesce(
+        v.passed_by,
+        CASE WHEN s.rank > floor(c.share * c.multi / (1 - c.share) + 1e-9)
+             THEN 'single_hop_cap' END
+    ) AS rejected_by,
+    coalesce(
+        v.passed_by,
+        CASE WHEN s.rank > floor(c.share * c.multi / (1 - c.share) + 1e-9)
+             THEN 'single_hop_cap' END
+    ) IS NULL AS accepted
+FROM v
+LEFT JOIN runs_cap c ON c.run_id = v.run_id AND c.share < 1
+LEFT JOIN singles s ON s.record_id = v.record_id;
 
 -- Every record with its quality columns and verdict, and a reviewer's latest verdict.
 CREATE OR REPLACE VIEW curriculum_verdicts AS
@@ -384,21 +413,25 @@ SELECT * FROM curriculum_verdicts WHERE accepted;
 CREATE OR REPLACE VIEW funnel AS
 WITH r AS (
     SELECT
-        run_id, rejected_by, accepted, verifier_v, proposer_reward, v_threshold,
-        invalid_reason, question_source,
+        v.run_id, v.rejected_by, v.accepted, v.verifier_v, v.proposer_reward, v.v_threshold,
+        v.invalid_reason, v.question_source, v.hop_count,
+        c.question_style, c.one_search_answerable, c.disconnected, c.missing_hop,
         CASE
             WHEN rejected_by IS NULL THEN 99
             WHEN rejected_by IN ('no_supporting_passage', 'no_answer_span',
                                  'many_valued_relation', 'duplicate_target') THEN 0
-            WHEN NOT is_valid THEN 1
+            WHEN NOT v.is_valid THEN 1
             WHEN rejected_by = 'no_verbatim_evidence' THEN 2
             WHEN rejected_by = 'below_v_threshold' THEN 3
             WHEN rejected_by = 'contaminated' THEN 4
             WHEN rejected_by IN ('shortcut', 'shortcut_undetermined') THEN 5
             WHEN rejected_by IN ('ambiguous', 'uniqueness_undetermined') THEN 6
-            ELSE 7
+            WHEN rejected_by IN ('disconnected', 'connected_undetermined') THEN 7
+            WHEN rejected_by = 'one_search' THEN 8
+            ELSE 9
         END AS reached
-    FROM record_verdicts
+    FROM record_verdicts v
+    JOIN curriculum c ON c.run_id = v.run_id AND c.record_id = v.record_id
 )
 SELECT
     run_id,
@@ -410,11 +443,21 @@ SELECT
     count(*) FILTER (WHERE reached >= 5) AS not_contaminated,
     count(*) FILTER (WHERE reached >= 6) AS not_shortcut,
     count(*) FILTER (WHERE reached >= 7) AS unique_answer,
+    count(*) FILTER (WHERE reached >= 8) AS connected,
+    count(*) FILTER (WHERE reached >= 9) AS needs_search,
     count(*) FILTER (WHERE accepted) AS accepted,
+    count(*) FILTER (WHERE accepted AND hop_count >= 2) AS accepted_multi_hop,
+    count(*) FILTER (WHERE accepted AND question_style = 'obfuscated') AS accepted_obfuscated,
     count(*) FILTER (WHERE rejected_by = 'shortcut_undetermined') AS shortcut_undetermined,
     count(*) FILTER (WHERE rejected_by = 'uniqueness_undetermined') AS uniqueness_undetermined,
+    count(*) FILTER (WHERE rejected_by = 'connected_undetermined') AS connected_undetermined,
+    count(*) FILTER (WHERE disconnected) AS disconnected,
+    count(*) FILTER (WHERE one_search_answerable AND hop_count >= 2) AS one_search_multi_hop,
+    count(*) FILTER (WHERE invalid_reason = 'bridge_leak') AS bridge_leaks,
+    count(*) FILTER (WHERE missing_hop IS NOT NULL) AS unstated_hop,
     count(*) FILTER (WHERE rejected_by IN ('duplicate_question', 'near_duplicate'))
         AS duplicates,
+    count(*) FILTER (WHERE rejected_by = 'single_hop_cap') AS single_hop_capped,
     count(*) FILTER (WHERE question_source = 'template' AND reached >= 2) AS template_questions,
     any_value(v_threshold) AS v_threshold,
     avg(verifier_v) AS mean_v,
@@ -422,6 +465,33 @@ SELECT
     avg(proposer_reward) AS mean_proposer_reward
 FROM r
 GROUP BY run_id;
+
+-- A run's records by their question's hops and style: what a trainer selecting on hop_count
+-- gets, how many each stage kept, and where a hop went unstated (missing_hop).
+CREATE OR REPLACE VIEW hop_funnel AS
+SELECT
+    v.run_id,
+    v.hop_count,
+    c.evidence_mode,
+    c.question_style,
+    count(*) AS records,
+    count(*) FILTER (WHERE v.is_valid) AS valid,
+    count(*) FILTER (WHERE v.accepted) AS accepted,
+    count(*) FILTER (WHERE c.one_search_answerable) AS one_search_answerable,
+    count(*) FILTER (WHERE c.disconnected) AS disconnected,
+    count(*) FILTER (WHERE c.invalid_reason = 'bridge_leak') AS bridge_leaks
+FROM record_verdicts v
+JOIN curriculum c ON c.run_id = v.run_id AND c.record_id = v.record_id
+GROUP BY ALL
+ORDER BY ALL;
+
+-- Tasks not posed because no passage states one of their hops, by the hop's position.
+CREATE OR REPLACE VIEW unstated_hops AS
+SELECT run_id, planned_hops, missing_hop, count(*) AS tasks
+FROM curriculum
+WHERE missing_hop IS NOT NULL
+GROUP BY ALL
+ORDER BY ALL;
 
 -- Every generation gate per run, in step order: the records it judged and what it said, and
 -- `rejected`, the records it is the first stage to keep out (rejected_by is its reason). Only
@@ -451,7 +521,8 @@ GROUP BY run_id, g.gate
 ORDER BY run_id, position;
 
 -- Verifier controls (gates.controls) per run and verifier method: mean V with the real
--- evidence and with each substitute, the ROC AUC of real vs shuffled (and vs off-topic) V —
+-- evidence and with each substitute, the ROC AUC of real vs shuffled (and vs off-topic, and
+-- for multi-hop records vs the chain minus one hop, gates.connected) V —
 -- Mann-Whitney over average ranks, ties counted half, so a verifier with V = 0 everywhere
 -- scores exactly 0.5 — and the share of records whose answer-only V is >= their real V (the
 -- verifier rewarding the answer string rather than evidence).
@@ -468,6 +539,13 @@ WITH ranked AS (
         UNION ALL
         SELECT run_id, method, control, v, 'off_topic' AS pair FROM query_table(ctl)
         WHERE control IN ('real', 'off_topic')
+        UNION ALL
+        -- the chain minus one hop: real scores of the multi-hop records only
+        SELECT run_id, method, control, v, 'minus_hop' AS pair FROM query_table(ctl) m
+        WHERE control = 'minus_hop' OR (control = 'real' AND EXISTS (
+            SELECT 1 FROM query_table(ctl) x
+            WHERE x.run_id = m.run_id AND x.record_id = m.record_id AND x.method = m.method
+              AND x.control = 'minus_hop'))
     )
 ),
 auc AS (
@@ -498,7 +576,9 @@ SELECT
     avg(c.v) FILTER (WHERE c.control = 'off_topic') AS mean_v_off_topic,
     any_value(s.auc) AS auc_real_vs_shuffled,
     any_value(o.auc) AS auc_real_vs_off_topic,
-    any_value(l.share) AS answer_only_ge_real_share
+    any_value(l.share) AS answer_only_ge_real_share,
+    avg(c.v) FILTER (WHERE c.control = 'minus_hop') AS mean_v_minus_hop,
+    any_value(h.auc) AS auc_real_vs_minus_hop
 FROM query_table(ctl) c
 LEFT JOIN (
     SELECT run_id, method, (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0) AS auc
@@ -512,6 +592,10 @@ LEFT JOIN (
     SELECT run_id, method, avg(CASE WHEN v_answer_only >= v_real THEN 1.0 ELSE 0.0 END) AS share
     FROM paired GROUP BY ALL
 ) l ON l.run_id = c.run_id AND l.method = c.method
+LEFT JOIN (
+    SELECT run_id, method, (r1 - n1 * (n1 + 1) / 2.0) / (n1 * n0) AS auc
+    FROM auc WHERE pair = 'minus_hop' AND n1 > 0 AND n0 > 0
+) h ON h.run_id = c.run_id AND h.method = c.method
 GROUP BY c.run_id, c.method;
 
 -- Every run's: the compactions' files (contract control_facts, written once per run), and the
@@ -622,6 +706,27 @@ WHERE c.is_verbatim;
 -- Every verbatim record re-checked against the corpus now (the `evidence` audit reads the
 -- results the catalog's refresh kept: evidence_counts and evidence_mismatches below).
 CREATE OR REPLACE VIEW evidence_check AS SELECT * FROM evidence_check_of('curriculum');
+
+-- Every hop of every verbatim record's evidence chain re-checked against the corpus now: the
+-- hop's sentence must be the recorded slice of its recorded passage (the `chain` audit).
+CREATE OR REPLACE VIEW chain_check AS
+SELECT
+    c.record_id,
+    c.run_id,
+    c.h.hop AS hop,
+    c.h.passage_id AS passage_id,
+    c.h.char_start AS char_start,
+    c.h.char_end AS char_end,
+    c.h.text AS span,
+    p.id IS NOT NULL AS passage_found,
+    evidence_slice(p.text, c.h.char_start, c.h.char_end) AS recorded_slice,
+    coalesce(evidence_slice(p.text, c.h.char_start, c.h.char_end) = c.h.text, false)
+        AS span_matches
+FROM (
+    SELECT record_id, run_id, unnest(evidence_chain) AS h FROM curriculum
+    WHERE is_verbatim AND evidence_chain IS NOT NULL
+) c
+LEFT JOIN passages p ON p.id = c.h.passage_id;
 
 -- What the store's evidence index computes a night's results from (once, then its counts
 -- and its mismatches): every row's verdict, the texts of the failing rows only.
@@ -834,7 +939,7 @@ SELECT
 FROM solver_rollouts
 GROUP BY ALL;
 
--- EvalAct calibration per run (issue 16): is the agent's self-reported z higher for searches
+-- EvalAct calibration per run: is the agent's self-reported z higher for searches
 -- that retrieved the evidence passage than for those that missed it?
 CREATE OR REPLACE VIEW evalact_calibration AS
 SELECT
@@ -859,7 +964,7 @@ FROM (
 )
 GROUP BY ALL;
 
--- ARR (issue 16): protocol violations per run, role and reason ('role:reason', e.g.
+-- ARR: protocol violations per run, role and reason ('role:reason', e.g.
 -- 'verifier:missing_response'), counted once per broken turn.
 CREATE OR REPLACE VIEW arr_violations AS
 SELECT run_id, split_part(v, ':', 1) AS role, split_part(v, ':', 2) AS reason, count(*) AS n

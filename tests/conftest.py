@@ -269,7 +269,7 @@ LANDED_SETTINGS = [
     "rewards.n_solver=2",
     "kg.num_seeds=4",
     "generation.max_turns=2",
-    "gates.shortcut_n=2",  # the LLM gates run too (issue 17), with fewer samples
+    "gates.shortcut_n=2",  # the LLM gates run too, with fewer samples
 ]
 
 

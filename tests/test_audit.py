@@ -144,6 +144,25 @@ def test_evidence_audit_reports_exactly_the_corrupted_record(landed_run, verbati
     assert [r["record_id"] for r in doc[0]["rows"]] == [victim]
 
 
+def test_chain_audit_reports_exactly_the_corrupted_hop(landed_run, verbatim, tmp_path):
+    """Every hop of a chain is re-checked: a record whose first hop's sentence no longer is
+    its passage's slice fails the chain audit at that hop alone."""
+    out = copy_landed(landed_run, tmp_path)
+    record = verbatim[0]
+    chain = record["evidence_chain"]
+    bad = [{**h, "text": h["text"][:-1] + "#"} if h["hop"] == 1 else h for h in chain]
+    rewrite_record(out, record["record_id"], evidence_chain=bad)
+    rebuild_catalog(out)
+    res = run_audit(out / "catalog.duckdb", "chain")
+    assert res.passed is False and record["record_id"] in res.message
+    mismatches, checked = res.tables
+    assert [(r["record_id"], r["hop"], r["span"]) for r in mismatches.records()] == [
+        (record["record_id"], 1, bad[0]["text"])
+    ]
+    assert mismatches.records()[0]["recorded_slice"] == chain[0]["text"]
+    assert sum(checked.column("hops")) - sum(checked.column("matching")) == 1
+
+
 def test_evidence_problems_are_told_apart(landed_run, verbatim, tmp_path):
     if len(verbatim) < 2:
         pytest.fail(f"the landed run has {len(verbatim)} verbatim records; this test needs two")

@@ -1,4 +1,4 @@
-"""The record browser (issue 27): `curriculum browse` over a copy of the landed run, driven in a
+"""The record browser: `curriculum browse` over a copy of the landed run, driven in a
 real headless Chromium (Debian's, through Playwright), with a run authored beside it whose
 records sit at known offsets of real passages, one of them hostile (script/HTML injection in
 question, answer and evidence)."""
@@ -73,6 +73,21 @@ def _authored_records(con, cfg_hash: str) -> tuple[list[dict], dict]:
                 "evidence_passage_id": pid,
                 "evidence_char_start": start,
                 "evidence_char_end": end,
+                "evidence_chain": [
+                    {
+                        "hop": 1,
+                        "passage_id": pid,
+                        "char_start": start,
+                        "char_end": end,
+                        "text": evidence,
+                        "subject": title,
+                        "relation": "name",
+                        "object": answer,
+                        "source": "source",
+                    }
+                ],
+                "evidence_mode": "passage_span",
+                "question_style": "plain",
                 "is_valid": True,
                 "is_verbatim": True,
                 "verifier_v": 0.9 - i / 10,
@@ -90,8 +105,14 @@ def _authored_records(con, cfg_hash: str) -> tuple[list[dict], dict]:
                 "raw_proposer_output": f"<answer>{answer}</answer>",
             }
         )
-    if sg is not None:  # the first record follows the landed KG's largest subgraph
-        rows[0] |= {"subgraph_id": sg[0], "kg_path": sg[1], "waypoints": sg[2], "hop_count": 2}
+    if sg is not None:  # the first record follows the landed KG's largest subgraph, its
+        # chain a sentence of the second record's passage, then its own
+        chain = [
+            {**rows[1]["evidence_chain"][0], "hop": 1},
+            {**rows[0]["evidence_chain"][0], "hop": 2},
+        ]
+        rows[0] |= {"subgraph_id": sg[0], "kg_path": sg[1], "waypoints": sg[2], "hop_count": 2,
+                    "evidence_chain": chain, "evidence_mode": "kg_path"}  # fmt: skip
     hostile = {**rows[3], **HOSTILE, "record_id": "hostile0", "slot": 9, "verifier_v": 0.3}
     hostile["evidence_char_start"] = hostile["evidence_char_end"] = None
     return [*rows, hostile], {"kg": rows[0] if sg is not None else None}
@@ -204,6 +225,9 @@ def test_auditor_browses_reviews_and_the_export_honours_it(browsed, tmp_path):
         )
         assert before == first["evidence_char_start"] > 0
         if browsed.kg is not None:
+            # each hop of the chain marked in its own passage, in hop order
+            for h in browsed.kg["evidence_chain"]:
+                assert page.locator(f"#hop-{h['hop']} mark").inner_text() == h["text"]
             nodes = browsed.kg["kg_path"]["nodes"]
             svg = page.locator("svg#kg-path")
             for kind, node in (("answer", nodes[-1]), ("seed", nodes[0])):
@@ -247,7 +271,7 @@ def test_auditor_browses_reviews_and_the_export_honours_it(browsed, tmp_path):
         "authored2": "reject",
         "authored3": "accept",
     }
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # committed once, for the README
+    if os.environ.get("UPDATE_SCREENSHOTS"):  # committed once, for the documentation
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for png in shots.glob("*.png"):
             shutil.copy(png, SCREENSHOTS / png.name)

@@ -48,7 +48,7 @@ def test_relative_paths_resolve_against_project_root():
     assert cfg.resolve_path(cfg.corpus.path).exists()
 
 
-# ---- the config hash across code upgrades (issue 18 item 8) ---------------------------------
+# ---- the config hash across code upgrades ---------------------------------------------------
 
 
 def _upgraded_config_class():

@@ -8,6 +8,7 @@ import re
 import orjson
 import pytest
 
+from pipeline.agents.chains import kg_targets
 from pipeline.agents.evidence import sentences
 from pipeline.agents.prompts import render_path
 from pipeline.agents.proposer import insitu_question, question_body, tag, template_question
@@ -17,7 +18,6 @@ from pipeline.agents.targets import (
     answer_forms,
     answer_spans,
     find_form,
-    kg_targets,
     passage_target,
     quantity_forms,
     sub_path,
@@ -122,7 +122,7 @@ def test_kg_answers_are_the_path_end_entity_with_verbatim_support(tiny_retriever
     unstated = _path(("Q1", "Bonn"), ("P570", "date of death"), day)
     paths = [(date, 1), (qty, 2), (ent, 1), (alias, 1), (none, 1)]
     items = [(p, h, PASSAGES[3]) for p, h in paths] + [(unstated, 1, PASSAGES[0])]
-    out = kg_targets(tiny_retriever, items, [[], [], [], ["France"], [], []], k=6)
+    out = kg_targets(tiny_retriever, items, {"Q10": ["France"]}, k=6)
     t = out[0]  # a date: the passage writes the KG's value, so the answer is that form
     assert (t.answer, t.passage_id, t.source) == ("23 May 1949", "p1", "retrieved")
     assert t.evidence == PASSAGES[0][2].split(". ")[1]  # it says "founded"

@@ -237,7 +237,12 @@ def test_verl_rows_follow_search_r1_layout():
     assert content.endswith("Question: Who wrote Hamlet?\n")
     assert got["reward_model"] == {
         "style": "rule",
-        "ground_truth": {"target": ["Paris"], "evidence": "e", "waypoints": ["x"]},
+        "ground_truth": {
+            "target": ["Paris"],
+            "evidence": "e",
+            "evidence_chain": [],
+            "waypoints": ["x"],
+        },
     }
     assert got["extra_info"]["split"] == "train" and got["extra_info"]["index"] == 0
 
@@ -665,7 +670,7 @@ def test_real_rows_with_duplicates_and_shared_passages(landed_run, tmp_path):
     assert any("not completed" in w for w in res.warnings)
 
 
-# ---- reviews (issue 27) ------------------------------------------------------------------
+# ---- reviews -----------------------------------------------------------------------------
 
 
 def _reviewed_copy(landed_run, tmp_path: Path) -> SimpleNamespace:

@@ -1,4 +1,4 @@
-"""A streamed export (issue 28) writes what the whole-in-memory export wrote: every split of
+"""A streamed export writes what the whole-in-memory export wrote: every split of
 every format, row for row, and dropped.jsonl byte for byte, while it reads the full rows a
 few runs at a time. The store is a small synthetic history (benchmarks/synthetic_store.py
 through the real Store API, as tests/test_retention.py builds it), with reviews, a

@@ -1,4 +1,4 @@
-"""Generation-time quality gates (issue 17 items 3-5): the pure statistics on hand-made numbers,
+"""Generation-time quality gates: the pure statistics on hand-made numbers,
 then the gates on the real 270M model (shortcut check, uniqueness, verifier controls)."""
 
 from __future__ import annotations
@@ -268,11 +268,14 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
     assert verdict(True, True, True, None) == "undetermined"
     assert (verdict(True, True, True, True), verdict(True, True, True, False)) == ("fail", "pass")
 
-    def gated(gold_correct, shortcut, unique, hops=2):
+    def gated(gold_correct, shortcut, unique, hops=2, decided=None):
         """The two gate steps on one solved record whose checks measured these values (no
-        verified slot: nothing is left to measure, so no LLM call)."""
+        verified slot: nothing is left to measure, so no LLM call). `decided`: what showed
+        the record answerable (the gold-evidence step sets it; sampling where one was right)."""
         res = GateResult()
-        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut)
+        decided = decided or ("sampling" if gold_correct else None)
+        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut,
+                           gold_decided_by=decided)  # fmt: skip
         answers = ["Paris", "Paris"] + (["Lyon", "Lyon"] if not unique else [])
         rollouts = [{"predicted_answer": a, "answer_in_retrieved": True} for a in answers]
         st = ShardState(0, [None], 0, ["r"], ["p"], ["t"], ["x"], [None],
@@ -290,6 +293,8 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
     # every rollout 0, closed book 0: no evidence either way, so neither gate passes
     assert gated(0, False, True) == ("undetermined", "undetermined")
     assert gated(1, False, True) == ("pass", "pass")
+    # no sample right, but the chain raises the answer's teacher-forced probability
+    assert gated(0, False, True, decided="teacher_forced") == ("pass", "pass")
     assert gated(2, True, False) == ("fail", "fail")
     assert gated(1, None, True, hops=1) == ("not_applicable", "pass")
     rows = [
@@ -399,11 +404,38 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
         )
 
 
-def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, shots, tmp_path):
+@pytest.fixture(scope="module")
+def sample_facts(sample_index, tmp_path_factory):
+    """The sample Wikidata dump ingested and linked to the sample index's passages: what a
+    run's two-passage tasks read of the graph (no LLM: no subgraphs are extracted)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.agents.properties import PROPERTIES
+    from pipeline.core.config import load_config
+    from pipeline.kg.entity_facts import entity_facts
+    from pipeline.kg.extract import KGInputs, ingest, ingest_dir
+    from pipeline.kg.graph import KnowledgeGraph
+
+    out = tmp_path_factory.mktemp("sample-kg")
+    cfg = load_config(None, [f"store.out_dir={out}"])
+    inputs = KGInputs.from_config(cfg)
+    ingest(cfg, inputs.dump, out)
+    ing, _ = ingest_dir(cfg, inputs.dump, out)
+    linked = out / "linked.parquet"
+    with KnowledgeGraph(ing, sample_index.passages, inputs.relation_filter()) as graph:
+        pq.write_table(graph.linked_entities(), linked)
+    ids = pq.read_table(sample_index.passages, columns=["id"])["id"].to_pylist()
+    return entity_facts(ing, linked, ids, PROPERTIES)
+
+
+def test_production_profile_runs_the_same_grounded_path(
+    vllm_llm, retriever, shots, sample_facts, tmp_path
+):
     """configs/production.yaml's generation, verifier and gates settings (mc with m = 5,
-    n = 5 solver rollouts, 6 question samples, gold_n = 2, the 0.8 control quantile) on two
-    slots of the sample corpus, one linked to an authored KG path: only the model, the corpus
-    and the token budgets differ (CPU). Same targets, questions, gates and columns."""
+    n = 5 solver rollouts, 6 question samples, LLM wording first, gold_n = 2, the 0.8 control
+    quantile) on three slots of the sample corpus: one linked to an authored two-hop KG path,
+    one passage slot drawn with one hop, one with two. Only the model, the corpus and the
+    token budgets differ (CPU). Same chains, questions, gates and columns as the demo."""
     import datetime as dt
 
     from pipeline.agents.prompts import load_kg_shots
@@ -416,67 +448,74 @@ def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, sho
         ROOT / "configs/production.yaml",
         [f"store.out_dir={tmp_path}", "generation.proposer_max_tokens=32",
          "generation.solver_max_tokens=16", "generation.max_turns=2",
-         "generation.answer_max_tokens=8", "gates.custom.long_question.max_words=9"],
+         "generation.answer_max_tokens=8", "gates.custom.long_question.max_words=12"],
     )  # fmt: skip
     assert (cfg.verifier.method, cfg.rewards.n_solver, cfg.verifier.m) == ("mc", 5, 5)
+    assert (cfg.generation.kg_questions, cfg.generation.passage_questions) == ("llm_first",) * 2
     titles = retriever.passages.table.column("title").to_pylist()
-    florence, leipzig = titles.index("Florence"), titles.index("Leipzig")
+    rows = [titles.index(t) for t in ("Florence", "Leipzig")]
+    rows.append(next(r for r, t in enumerate(titles) if t == "Albert Einstein" and
+                     "born in Ulm" in retriever.passages.get([r])[0][2]))  # fmt: skip
     path = {
-        "nodes": [{"id": "Q2044", "label": "Florence"}, {"id": "Q1", "label": "Arno"},
-                  {"id": "Q2", "label": "Ligurian Sea"}],
-        "relations": [{"id": "P206", "label": "located in or next to body of water"},
-                      {"id": "P403", "label": "mouth of the watercourse"}],
+        "nodes": [{"id": "Q2044", "label": "Florence"}, {"id": "Q38", "label": "Italy"},
+                  {"id": "Q4916", "label": "euro"}],
+        "relations": [{"id": "P17", "label": "country"}, {"id": "P38", "label": "currency"}],
     }  # fmt: skip
-    sg = {"subgraph_id": "sg", "target_path": path, "waypoints": ["Q2044", "Q1"],
-          "answer_type": "Location", "answer_aliases": []}  # fmt: skip
-    pid = retriever.passages.get([florence, leipzig])
+    sg = {"subgraph_id": "sg", "target_path": path, "answer_type": "Other",
+          "answer_aliases": [], "aliases": {}}  # fmt: skip
+    pid = retriever.passages.get(rows)
     items = [
-        PlanItem(0, florence, pid[0][0], 0, "factual", 2, "sg"),
-        PlanItem(1, leipzig, pid[1][0], 1, "temporal", 1, None),
+        PlanItem(0, rows[0], pid[0][0], 0, "factual", 2, "sg"),
+        PlanItem(1, rows[1], pid[1][0], 1, "temporal", 1, None),
+        PlanItem(2, rows[2], pid[2][0], 2, "factual", 2, None),
     ]
     ctx = GenerationContext(
         cfg=cfg, store=None, generator=vllm_llm, retriever=retriever, run_id="prod",
         run_date=dt.date(2026, 1, 2), embedder_model="e", shots=shots,
         kg_shots=load_kg_shots(ROOT / cfg.generation.kg_few_shot), subgraphs={"sg": sg},
-        cluster_rows={0: [florence], 1: [leipzig]},
+        facts=sample_facts, cluster_rows={0: [rows[0]], 1: [rows[1]], 2: [rows[2]]},
     )  # fmt: skip
     engine_tokens = vllm_llm.stats["generated_tokens"]
     out = process_shard(ctx, 0, items)
     engine_tokens = vllm_llm.stats["generated_tokens"] - engine_tokens
-    kg, span = out.curriculum
-    # the KG slot asks for the path's end entity; P206 is many-valued, so the question starts
-    # at the Arno (one hop), and its evidence names both
-    assert (kg["evidence_mode"], kg["answer"]) == ("kg_path", "Ligurian Sea")
-    assert [n["label"] for n in kg["kg_path"]["nodes"]] == ["Arno", "Ligurian Sea"]
-    # its evidence names the final hop's subject, or is the subject's own article
-    src_title = {p[0]: p[1] for p in retriever.passages.get(list(range(len(titles))))}
-    assert "Ligurian Sea" in kg["evidence"] and kg["evidence_source"] in ("source", "retrieved")
-    assert "Arno" in kg["evidence"] or src_title[kg["evidence_passage_id"]] == "Arno"
-    # the passage slot asks for a date span of its own sentence
-    assert span["evidence_mode"] == "passage_span" and span["answer_span_kind"] == "date"
+    kg, span, two = out.curriculum
+    # the KG slot asks for the path's end entity, with a stated sentence for each hop
+    assert (kg["evidence_mode"], kg["answer"], kg["hop_count"]) == ("kg_path", "euro", 2)
+    assert [h["object"] for h in kg["evidence_chain"]] == ["Italy", "euro"]
+    assert [h["subject"] for h in kg["evidence_chain"]] == ["Florence", "Italy"]
+    # one hop drawn: a date span of its own sentence; two drawn: a bridge or a comparison
+    assert (span["evidence_mode"], span["answer_span_kind"], span["hop_count"]) == (
+        "passage_span", "date", 1)  # fmt: skip
+    assert two["evidence_mode"] in ("passage_bridge", "passage_comparison")
+    assert two["hop_count"] == two["planned_hops"] == 2
     text = {p[0]: p[2] for p in retriever.passages.get(list(range(len(titles))))}
     for r in out.curriculum:
-        src = text[r["evidence_passage_id"]]
-        assert src[r["evidence_char_start"] : r["evidence_char_end"]] == r["evidence"]
-        assert r["answer"] in r["evidence"] and r["question_attempts"] >= 1
+        assert r["hop_count"] == len(r["evidence_chain"])
+        for h in r["evidence_chain"]:  # every hop verbatim in its passage
+            assert text[h["passage_id"]][h["char_start"] : h["char_end"]] == h["text"]
+        assert r["evidence_chain"][-1]["text"] == r["evidence"]
+        assert r["question_attempts"] >= 1 or r["question_source"] == "template"
         assert r["v_threshold_quantile"] == 0.8
         if r["is_valid"]:
             assert r["verifier_method"] == "mc" and r["verifier_m"] == 5
             assert r["solver_n"] == 5 and r["gold_n"] == 2
             assert r["uniqueness_verdict"] in ("pass", "fail", "undetermined")
-            assert (r["uniqueness_verdict"] == "undetermined") == (r["gold_correct"] == 0)
+            assert (r["uniqueness_verdict"] == "undetermined") == (r["gold_decided_by"] is None)
+            assert r["one_search_verdict"] in ("pass", "fail", "not_applicable")
     steps = [s["step"] for s in out.shard_steps]
     assert steps == ["propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness",
-                     "long_question", "controls", "rows"]  # fmt: skip
+                     "connected", "one_search", "long_question", "controls", "rows"]  # fmt: skip
     # The toy gate (one class, one config entry) judged every valid record, after the others.
     for r in out.curriculum:
         v = r["gate_verdicts"][-1]
         assert [g["gate"] for g in r["gate_verdicts"]] == [
             "shortcut",
             "uniqueness",
+            "connected",
+            "one_search",
             "long_question",
         ]
-        long = len(r["question"].split()) > 9
+        long = len(r["question"].split()) > 12
         assert v["verdict"] == (
             "not_applicable" if not r["is_valid"] else "fail" if long else "pass"
         )
@@ -496,7 +535,7 @@ def test_production_profile_runs_the_same_grounded_path(vllm_llm, retriever, sho
 @register
 @dataclass(frozen=True)
 class LongQuestion(Gate):
-    """A toy gate: a question longer than `max_words` words fails (issue 25's example of a
+    """A toy gate: a question longer than `max_words` words fails (the example of a
     gate added with one class and one config entry, `gates.custom.long_question`)."""
 
     max_words: int
@@ -531,3 +570,66 @@ def test_shuffled_control_never_hands_a_record_its_own_evidence():
         assert other is not None and other.evidence != it.evidence
     twins = pool[:2]
     assert _shuffled_partner(twins, derangement(2, 7), 0) is None
+
+
+def test_connected_gate_on_real_model_scores(vllm_llm, shots):
+    """The connected gate on two authored three-hop chains to one answer, scored by the real
+    engine: a hop whose link another sentence states again, and whose removal does not lower
+    P(answer), is disconnected; a hop the scores ignore but that is the chain's only link is
+    connected by the text, and the record says so. The minus-hop scores are control rows."""
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from pipeline.agents.targets import Hop, Target
+    from pipeline.agents.verifier import VerifierItem
+    from pipeline.generation.gates import GateResult
+    from pipeline.generation.search_gates import Connected
+    from pipeline.generation.steps import ShardState
+
+    def target(*hops):
+        chain = tuple(Hop("p", 0, len(t), t, s, r, o, "article") for s, r, o, t in hops)
+        return Target(kind="kg", answer="Europe", aliases=("Europe",), evidence=chain[-1].text,
+                      chain=chain)  # fmt: skip
+
+    died = ("Niels Bohr", "place of death", "Copenhagen", "Bohr died in Copenhagen in 1962.")
+    capital = ("Copenhagen", "country", "Denmark", "Copenhagen is the capital of Denmark.")
+    clean = target(died, capital, ("Denmark", "continent", "Europe",
+                                   "Denmark is a Nordic country in Northern Europe."))  # fmt: skip
+    again = target(died, capital, ("Denmark", "continent", "Europe",
+                                   "Denmark, with its capital Copenhagen, is a Nordic country in "
+                                   "Northern Europe."))  # fmt: skip
+    q = "On which continent is the country of the place of death of Niels Bohr?"
+    items = [VerifierItem(f"r{k}", q, "Europe", " ".join(h.text for h in t.chain))
+             for k, t in enumerate((clean, again))]  # fmt: skip
+    now = dt.datetime.now(dt.UTC)
+    st = ShardState(0, [None, None], 0, ["r0", "r1"], [""] * 2, [""] * 2, [""] * 2, [None] * 2,
+                    [clean, again], now)  # fmt: skip
+    st.ver_idx, st.ver_items = [0, 1], items
+    st.gates = {i: GateResult() for i in range(2)}
+    for g in st.gates.values():
+        g.columns["gold_decided_by"] = "sampling"
+    ctx = SimpleNamespace(generator=vllm_llm, shots=shots, render=lambda p: p, run_id="t")
+    Connected(True, "teacher_forced").run(ctx, st)
+    c0, c1 = st.gates[0].columns, st.gates[1].columns
+    assert len(c0["hop_drop_logprobs"]) == len(c1["hop_drop_logprobs"]) == 3
+    # the final hop holds the answer: without it, P(answer) falls for both chains
+    real = verify_real(vllm_llm, items, shots)
+    assert all(c["hop_drop_logprobs"][2] < lp for c, lp in zip((c0, c1), real, strict=True))
+    # the clean chain states each link once: whatever the scores say of hops 1-2, connected
+    assert (c0["disconnected"], c0["connected_verdict"]) == (False, "pass")
+    # the second chain's last sentence states hop 2's link again; leaving hop 2 out does not
+    # lower P(answer) (checked here, then judged): disconnected, by the scores and the text
+    assert c1["hop_drop_logprobs"][1] >= real[1]
+    assert (c1["disconnected"], c1["connected_verdict"]) == (True, "fail")
+    assert c1["connected_decided_by"] == "teacher_forced"
+    rows = st.gates[1].controls
+    assert sorted(r["dropped_hop"] for r in rows if r["method"] == "teacher_forced") == [1, 2, 3]
+    assert all(r["control"] == "minus_hop" for r in rows)
+
+
+def verify_real(llm, items, shots) -> list[float]:
+    """log P(answer | question, whole chain) of each item, teacher forced."""
+    from pipeline.agents.verifier import verify_teacher_forced
+
+    res = verify_teacher_forced(llm, items, shots, lambda p: p)
+    return [next(s["logprob"] for s in r.samples if s["condition"] == "with_evidence") for r in res]

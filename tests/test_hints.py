@@ -1,4 +1,4 @@
-"""Issue 18 item 7: a hint names the fix for the error it follows, not for another error the
+"""A hint names the fix for the error it follows, not for another error the
 same command can raise. Each case runs the real CLI on input generated here."""
 
 from __future__ import annotations

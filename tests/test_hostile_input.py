@@ -1,4 +1,4 @@
-"""Issue 30, hostile input round two: each class on inputs the test generates (Hypothesis),
+"""Hostile input round two: each class on inputs the test generates (Hypothesis),
 asserting the one-line error (exit 2) or the exact output, and that nothing is written
 outside the store.
 

@@ -1,4 +1,4 @@
-"""Issue 30 class 6, both servers on a real socket (uvicorn in a thread, a real HTTP client):
+"""Both servers on a real socket (uvicorn in a thread, a real HTTP client):
 strict request models (an unknown field is a 4xx naming it), the bound on sampled tokens per
 request and in flight, and abandoned work that stops instead of holding up the next request.
 The generator and retriever are stand-ins whose work passes `checkpoint()` the way the real

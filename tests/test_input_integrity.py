@@ -1,4 +1,4 @@
-"""Issue 18: truncated, corrupt or mislabelled inputs fail naming the file and leave nothing
+"""Truncated, corrupt or mislabelled inputs fail naming the file and leave nothing
 behind; identity problems (id whitespace, BOM, duplicate entities, non-id edge objects) follow
 one rule each and are counted; KG rejects reach the catalog. Every input is written here."""
 

@@ -1,5 +1,5 @@
-"""Imports point one way: cli -> flows -> pipeline -> schemas (issue 14, item 1), and inside
-pipeline/ down a declared order of its packages (issue 25). Checked on every import statement,
+"""Imports point one way: cli -> flows -> pipeline -> schemas, and inside
+pipeline/ down a declared order of its packages. Checked on every import statement,
 function-level ones included, by parsing the sources."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Quality gates of issue 17: benchmark decontamination and near-duplicate questions.
+"""Quality checks over the catalog: benchmark decontamination and near-duplicate questions.
 
 Pure rules on authored questions, the real embedder (all-MiniLM-L6-v2 from the registry) for
 the semantic methods, a real DuckDB catalog over authored shards for the views and the export,

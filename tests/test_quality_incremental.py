@@ -1,4 +1,4 @@
-"""The quality checks a night at a time (issue 28): a pass reads and compares only the runs no
+"""The quality checks a night at a time: a pass reads and compares only the runs no
 earlier pass checked, and the tables it leaves equal what a full recheck of the catalog gives.
 
 Real stores (Store.write_shard / commit, refreshed catalogs) of authored questions, lexical
@@ -254,7 +254,7 @@ def test_a_changed_benchmark_file_or_setting_rechecks_every_run(history, tmp_pat
 
 
 def test_the_one_file_layout_of_earlier_checks_is_replaced(history, tmp_path):
-    """Stores checked before issue 28: question_clusters/catalog.parquet (every record's row)
+    """Stores checked by earlier versions: question_clusters/catalog.parquet (every record's row)
     and one matches file per benchmark, no state. The next pass rechecks all and leaves the
     new layout, with the same rows."""
     cfg, store, bench = history

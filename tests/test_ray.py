@@ -1,4 +1,4 @@
-"""executor.kind=ray on a real two-node Ray cluster on the loopback range (issue 15).
+"""executor.kind=ray on a real two-node Ray cluster on the loopback range.
 
 Two raylets on this machine (`ray start --head` at 127.0.0.2, `ray start --address` at
 127.0.0.3, one CPU each, token authentication as Ray defaults to): the nightly run's

@@ -35,7 +35,9 @@ FUNNEL_ROWS = {
     "not_contaminated": "not contaminated",
     "not_shortcut": "shortcut gate passed",
     "unique_answer": "uniqueness gate passed",
-    "accepted": "accepted (no duplicate question)",
+    "connected": "every hop matters",
+    "needs_search": "one search is not enough",
+    "accepted": "accepted (no duplicate, within the single-hop cap)",
 }
 NOT_POSED = ("no_supporting_passage", "no_answer_span", "many_valued_relation", "duplicate_target")
 
@@ -72,6 +74,8 @@ def expected_funnel(con, run_id: str) -> dict[str, int]:
         ("not_contaminated", lambda r: True),  # no benchmark checked in these runs
         ("not_shortcut", lambda r: r["sc"] not in ("fail", "undetermined")),
         ("unique_answer", lambda r: r["un"] not in ("fail", "undetermined")),
+        ("connected", lambda r: _gate_passed(r, "connected")),
+        ("needs_search", lambda r: _gate_passed(r, "one_search")),
     ]
     out, alive = {"generated": len(recs)}, recs
     for name, keep in stages:
@@ -84,6 +88,10 @@ def expected_funnel(con, run_id: str) -> dict[str, int]:
         best.setdefault(normalize(r["q"]), r)
     out["accepted"] = len(best)
     return out
+
+
+def _gate_passed(r: dict, gate: str) -> bool:
+    return all(g["rejected_by"] is None for g in r["g"] or [] if g["gate"] == gate)
 
 
 def funnel_from_markdown(md: str) -> dict[str, int]:
@@ -336,6 +344,8 @@ def _row(table: str, **values) -> dict:
         return None
 
     row = {fld.name: default(fld.type) for fld in schema_for(table)}
+    if table == "curriculum":
+        row["single_hop_share"] = 1.0  # no cap on one-hop records unless a test sets one
     return {**row, **values}
 
 
@@ -378,6 +388,8 @@ def test_synthetic_run_bins_wcr_and_escapes_examples(tmp_path):
         "not_contaminated": 1,
         "not_shortcut": 1,
         "unique_answer": 1,
+        "connected": 1,
+        "needs_search": 1,
         "accepted": 1,
     }
     # no control scores: the bar is V > 0, and the report says where it came from
@@ -698,3 +710,35 @@ def test_report_task_publishes_prefect_artifacts(landed_run, tmp_path):
     assert table["type"] == "table"
     rows = json.loads(table["data"])
     assert [r["records"] for r in rows] == [funnel[k] for k in FUNNEL_ROWS]
+
+
+def test_one_hop_records_are_capped_at_their_share_of_what_is_accepted(tmp_path):
+    """gates.single_hop_share: of a run's records that pass everything else, one-hop questions
+    may be at most that share of the accepted; the rest, lowest V first, are single_hop_cap,
+    which the funnel counts and the accepted view leaves out."""
+    cfg = load_config(None, [])
+    store = Store(tmp_path / "out")
+    store.write_run(_run_record("cap", cfg))
+    ok = {"run_id": "cap", "task_type": "factual", "evidence_status": "verbatim",
+          "is_valid": True, "is_verbatim": True, "verifier_method": "teacher_forced_pmi",
+          "shortcut_verdict": "pass", "uniqueness_verdict": "pass", "answer": "Bonn",
+          "single_hop_share": 0.2}  # fmt: skip
+    hops = {"m1": 2, "m2": 3, "m3": 2, "m4": 4, "s1": 1, "s2": 1, "s3": 1}
+    vs = {"m1": 0.9, "m2": 0.8, "m3": 0.7, "m4": 0.6, "s1": 0.5, "s2": 0.95, "s3": 0.4}
+    records = [
+        _row("curriculum", **ok, record_id=rid, source_passage_id=f"p{rid}", hop_count=h,
+             question=f"Which city is record {rid} about?", verifier_v=vs[rid])
+        for rid, h in hops.items()
+    ]  # fmt: skip
+    store.commit("cap", "00000", [store.write_shard("curriculum", "cap", dt.date(2026, 1, 2),
+                                                    "00000", records)])  # fmt: skip
+    catalog = store.refresh_catalog()
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        verdicts = dict(
+            con.execute("SELECT record_id, rejected_by FROM record_verdicts").fetchall()
+        )
+        accepted = {r for (r,) in con.execute("SELECT record_id FROM accepted").fetchall()}
+        (capped,) = con.execute("SELECT single_hop_capped FROM funnel").fetchone()
+    # four multi-hop records accepted: one one-hop record fits 20 % (1 of 5), the best by V
+    assert accepted == {"m1", "m2", "m3", "m4", "s2"}
+    assert verdicts["s1"] == verdicts["s3"] == "single_hop_cap" and capped == 2

@@ -1,4 +1,4 @@
-"""Retention (issue 28): `curriculum runs prune` removes old runs whole or down to their records,
+"""Retention: `curriculum runs prune` removes old runs whole or down to their records,
 changes nothing on a dry run, skips runs an export or the selector still refers to (saying
 why), and a SIGKILL at any point of it leaves a readable store that a rerun finishes.
 
@@ -46,7 +46,13 @@ from pipeline.core.run_control import store_run_lock  # noqa: E402
 from pipeline.store.compaction import compact_run, sweep  # noqa: E402
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, INDEXES  # noqa: E402
 from pipeline.store.run_results import PATH as RESULTS_PATH  # noqa: E402
-from pipeline.store.store import COMPACTED, SHARDED_TABLES, Store, connect_readonly  # noqa: E402
+from pipeline.store.store import (  # noqa: E402
+    COMPACTED,
+    SHARDED_TABLES,
+    Store,
+    connect_readonly,
+    settle_catalog,
+)
 from schemas.tables import RUN_PLAN, schema_for  # noqa: E402
 
 NIGHTS, RECORDS, SHARD = 4, 60, 30
@@ -91,6 +97,7 @@ def history(tmp_path_factory) -> Path:
 
 def copy_of(history: Path, dest: Path) -> Store:
     shutil.copytree(history, dest)
+    settle_catalog(dest / "curriculum.duckdb")  # a copy's catalog: rebuilt over its own files
     return Store(dest, dest / "curriculum.duckdb")
 
 

@@ -1,4 +1,4 @@
-"""`retrieval.backend: http` (issue 15, item 3): generation searches a real `curriculum index
+"""`retrieval.backend: http`: generation searches a real `curriculum index
 serve` on 127.0.0.1 and gets what the in-process retriever gives, batch for batch; a wrong
 index, a down server and bad input are one-line errors."""
 

@@ -1,4 +1,4 @@
-"""Issue 18 item 9: without --run-id, the nightly command resumes the latest run of the same
+"""Without --run-id, the nightly command resumes the latest run of the same
 configuration when it did not complete (a crash before midnight resumes after it), and starts
 a new date-named run when it did. Run records are written here on a real store."""
 

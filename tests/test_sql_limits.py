@@ -1,4 +1,4 @@
-"""Issue 18 item 3: auditors' SQL runs under a time limit, a memory cap and a row cap, each
+"""Auditors' SQL runs under a time limit, a memory cap and a row cap, each
 named in its error, on a real DuckDB file generated here."""
 
 from __future__ import annotations

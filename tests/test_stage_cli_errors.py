@@ -1,4 +1,4 @@
-"""Issue 18, through the real CLI: bad input on a stage command is one `error:` line naming the
+"""Through the real CLI: bad input on a stage command is one `error:` line naming the
 file and exit 2 — no retry, no traceback, no `.complete` marker — and every stage flow retries
 only transient failures."""
 

@@ -96,7 +96,7 @@ def test_offer_caps_filters_cycles_and_interleaves_relations():
         [("P1", "r"), ("P1", "r")],
         target_hops=3,
     )
-    cands = [cand("P47", f"Q{100 + i}", linked=i == 5) for i in range(8)]
+    cands = [cand("P131", f"Q{100 + i}", linked=i == 5) for i in range(8)]
     cands += [cand("P17", "Q2"), cand("P17", "Q3", "second")]  # cycle by id, by label
     cands += [cand("P30", "Q50", outdeg=0)]  # dead end
     cands += [cand("P571", "+1900", "1900", literal=True)]
@@ -105,13 +105,18 @@ def test_offer_caps_filters_cycles_and_interleaves_relations():
     ids = [c.target_id for c in got]
     assert len(got) <= 10 and len(ids) == len(set(ids))
     assert "Q2" not in ids and "Q3" not in ids
-    assert sum(c.pid == "P47" for c in got) == 3  # per-relation cap
+    assert sum(c.pid == "P131" for c in got) == 3  # per-relation cap
     assert got[0].target_id == "Q105"  # corpus-linked targets first
     # Two hops done, min 3: the path may end now, so dead ends and literals are fine.
     assert "Q50" in ids and "time:+1900" in ids
     short = PathState("Q1", [("Q1", "Seed")], target_hops=3)
     early = [c.target_id for c in offer(cands, short, s, random.Random(0))]
     assert "Q50" not in early and "time:+1900" not in early
+    # a relation no question can chain through ("shares border with") is no path hop
+    borders = [cand("P47", "Q70"), cand("P17", "Q71")]
+    assert [c.pid for c in offer(borders, path, s, random.Random(0))] == ["P17"]
+    anything = ExpansionSettings(max_candidates=10, min_hops=3, chainable_only=False)
+    assert {c.pid for c in offer(borders, path, anything, random.Random(0))} == {"P47", "P17"}
 
 
 def test_literal_rendering():

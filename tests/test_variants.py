@@ -1,4 +1,4 @@
-"""One registry per kind of variant (issue 25 item 5): every registered name resolves to a real
+"""One registry per kind of variant: every registered name resolves to a real
 implementation, the config's Literals and the CLI's choices are the registry's keys, and a new
 variant is its implementation plus one registry entry (shown with a toy export format and a
 toy LLM backend registered for one test)."""

@@ -16,24 +16,25 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Property:
-    noun: str  # names the value inside a chain: "the place of death of Niels Bohr"
+    noun: str  # names the value inside a chain: "place of death" (of {x}), or with its own {x}
     question: str  # asks for the value of {x}: the entity, or the chain that leads to it
     cues: str = ""  # regex of words a sentence stating it uses ("" = the names suffice)
 
 
 PROPERTIES: dict[str, Property] = {
     "P17": Property("country", "In which country is {x}?"),
-    "P131": Property("administrative region", "In which administrative region is {x} located?"),
+    "P131": Property("region containing {x}", "In which administrative region is {x} located?"),
     "P30": Property("continent", "On which continent is {x}?"),
     "P276": Property("location", "Where is {x}?"),
     "P19": Property("place of birth", "Where was {x} born?", r"born|birth(?:place)?|native"),
     "P20": Property("place of death", "Where did {x} die?", r"died|death|buried"),
-    "P569": Property("date of birth", "When was {x} born?", r"born|birth"),
-    "P570": Property("date of death", "When did {x} die?", r"died|death"),
+    # a lifespan in brackets states both: "Rutherford (30 August 1871 – 19 October 1937)"
+    "P569": Property("date of birth", "When was {x} born?", r"born|birth|\d{3,4}\s*[–-]\s*\d"),
+    "P570": Property("date of death", "When did {x} die?", r"died|death|\d{3,4}\s*[–-]\s*\d"),
     "P571": Property(
         "founding date",
         "When was {x} founded?",
-        r"founded|established|formed|created|founding|incorporated|built",
+        r"founded|established|formed|created|founding|incorporated|built|independence",
     ),
     "P577": Property("publication date", "When was {x} published?", r"published|publication"),
     "P1082": Property(
@@ -66,6 +67,14 @@ PROPERTIES: dict[str, Property] = {
     "P495": Property("country of origin", "What is the country of origin of {x}?"),
     "P740": Property("place of formation", "Where was {x} formed?", r"formed|founded"),
 }
+
+
+def value_of(pid: str, label: str | None, x: str) -> str:
+    """The value of a property of `x` as a noun phrase: 'the place of death of Niels Bohr',
+    'the region containing Pisa'; a property not listed reads from its label."""
+    p = PROPERTIES.get(pid)
+    noun = p.noun if p else label or pid
+    return f"the {noun.format(x=x)}" if "{x}" in noun else f"the {noun} of {x}"
 
 
 def states(pid: str, sentence: str) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.agents.prompts import PROPOSER_STOP, FewShot, KGShot, proposer_prompt
-from pipeline.agents.properties import PROPERTIES
+from pipeline.agents.properties import PROPERTIES, value_of
 from pipeline.agents.question_checks import (
     KIND_NOUNS,
     OPENERS,
@@ -147,8 +147,7 @@ def template_question(t: Target) -> str | None:
     rels = t.path["relations"]
     chain = t.subject
     for rel in rels[:-1]:
-        p = PROPERTIES.get(rel["id"])
-        chain = f"the {p.noun if p else rel.get('label') or rel['id']} of {chain}"
+        chain = value_of(rel["id"], rel.get("label"), chain)
     last = rels[-1]
     if last["id"] in PROPERTIES:
         return PROPERTIES[last["id"]].question.format(x=chain)
@@ -274,6 +273,23 @@ def _insitu(t: Target, prior: str, before: str, after: str) -> str | None:
     return f"{q[0].upper()}{q[1:]}?" if q else None
 
 
+def rule_question(t: Target) -> str | None:
+    """The rule-built question of a target: its own (a comparison's or a bridge's, built with
+    it), the path's template (KG), or the evidence clause in situ (one passage)."""
+    if t.ruled is not None:
+        return t.ruled
+    if t.kind == "kg":
+        return template_question(t)
+    return insitu_question(t)
+
+
+def task_prompt(t: Target, shots: Sequence[FewShot], kg_shots: Sequence[KGShot]) -> str:
+    """What the LLM words a question from: a passage task's evidence sentence, or the facts
+    of a KG path or a two-passage task (its subject described where it is obfuscated)."""
+    facts = t.evidence if t.kind == "passage" else t.facts
+    return proposer_prompt(t.subject, facts, t.answer, t.kind != "passage", shots, kg_shots)
+
+
 def _proposal(t: Target, question: str | None, raw: str) -> Proposal:
     status = "verbatim" if t.evidence is not None else "missing"
     return Proposal(
@@ -302,46 +318,35 @@ def propose(
     s = settings
     examples = [x.question for x in shots] + [x.question for x in kg_shots]
 
-    def reason(q: str | None, t: Target) -> str | None:
-        context = " ".join(x for x in (t.evidence, t.facts, t.subject) if x)
+    def reason(q: str | None, t: Target, built: bool = False) -> str | None:
+        # a rule-built question draws only on the task's relations and names: grounded
+        extra = q if built else None
+        context = " ".join(x for x in (t.chain_evidence, t.facts, t.subject, extra) if x)
         return question_reason(
             q, t.answer, t.aliases, t.subject, t.answer_kind, count_tokens=count_tokens,
             max_answer_tokens=s.max_answer_tokens, examples=examples, context=context,
-            max_unsupported=1 if t.kind == "kg" else 0, names_suffice=t.kind != "kg",
+            max_unsupported=0 if t.kind == "passage" else 1, names_suffice=t.kind == "passage",
+            hidden=t.hidden, options=t.options,
         )  # fmt: skip
 
-    def rule_built(t: Target) -> str | None:
-        return (
-            (template_question(t) if t.kind == "kg" else insitu_question(t))
-            if (s.template_fallback)
-            else None
-        )
-
     def rules_first(t: Target) -> bool:
+        if t.kind == "comparison":
+            return True  # its question is the property's comparison template
         if t.kind != "kg":
             return s.passage_questions == "rules_first"
         worded = t.path is not None and t.path["relations"][-1]["id"] in PROPERTIES
         return s.kg_questions == "rules_first" and worded
 
+    def rule_built(t: Target) -> str | None:
+        return rule_question(t) if s.template_fallback or t.ruled else None
+
     ruled: dict[int, str] = {}  # slots whose rule-built question goes first
     for i, task in enumerate(tasks):
         q = rule_built(task.target) if task.target.posed and rules_first(task.target) else None
-        if q is not None and reason(q, task.target) is None:
+        if q is not None and reason(q, task.target, built=True) is None:
             ruled[i] = q
     posed = [i for i, t in enumerate(tasks) if t.target.posed and i not in ruled]
-    prompts = {
-        i: render(
-            proposer_prompt(
-                tasks[i].target.subject,
-                tasks[i].target.facts if tasks[i].target.kind == "kg" else tasks[i].target.evidence,
-                tasks[i].target.answer,
-                tasks[i].target.kind == "kg",
-                shots,
-                kg_shots,
-            )
-        )
-        for i in posed
-    }
+    prompts = {i: render(task_prompt(tasks[i].target, shots, kg_shots)) for i in posed}
     rcfg = RolloutConfig(
         "<question>", "</question>", max_turns=1, search=False,
         extra_stop=(*PROPOSER_STOP, "\n"), force_final="<question>",
@@ -396,7 +401,7 @@ def propose(
         # the question stored is the last one tried, with the reason it failed (if it did):
         # the rule-built one when there is one, else the first sample (all are in raw output)
         q, source = (fallback, "template") if fallback else (r.final, None)
-        why = reason(fallback, t) if fallback else reasons[i][0]
+        why = reason(fallback, t, built=True) if fallback else reasons[i][0]
         results.append(
             ProposerResult(prompts[i], r, _proposal(t, q, r.transcript), why is None, why,
                            len(group), source)

@@ -18,7 +18,8 @@ from pipeline.agents.rewards import contains, normalize, token_f1, validity
 _UNSEEN = re.compile(
     r"\b(?:(?:the|this|that|these|above|following|given|provided)\s+"
     r"(?:passage|passages|text|texts|sentence|sentences|paragraph|article|document|excerpt|"
-    r"context|information|evidence|statement|source|snippet|facts?|story|author|writer)"
+    r"context|information|evidence|statement|source|snippet|facts?|story|"
+    r"(?:author|writer)(?!\s+of\b))"
     r"|(?:mentioned|stated|described|given|shown)\s+(?:above|below|here|earlier)"
     r"|according to (?:it|this|the (?:passage|text|article|author)))\b",
     re.I,
@@ -170,6 +171,8 @@ def question_reason(
     max_answer_tokens: int = 12,
     examples: Sequence[str] = (),
     names_suffice: bool = False,
+    hidden: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> str | None:
     """The first rule the pair breaks, or None.
 
@@ -181,13 +184,24 @@ def question_reason(
     than `max_unsupported` content words outside it is a question about something else.
     `examples`: few-shot questions a base model tends to copy. `names_suffice` (passage
     tasks, whose subject is only the passage's title): a question that `stands_alone`, naming
-    what it asks about otherwise, need not name the title."""
+    what it asks about otherwise, need not name the title. `hidden`: the names of a multi-hop
+    question's bridge entities (and of its start entity when it is described): naming one is
+    `bridge_leak`. `options`: a comparison's two entities, which it must name, one of them
+    its answer (the paper's filter does not apply to a question that names its options)."""
     q, a = (question or "").strip(), (answer or "").strip()
-    ok, why = validity(q, a)  # the paper's filter first: q, a non-empty, Norm(a) not in Norm(q)
-    if not ok:
-        return why
-    if any(contains(q, x) for x in aliases):
-        return "answer_in_question"
+    if options:
+        if not normalize(q) or not normalize(a):
+            return "empty_question" if not normalize(q) else "empty_answer"
+        if not all(contains(q, o) for o in options) or not any(contains(a, o) for o in options):
+            return "wrong_options"
+    else:
+        ok, why = validity(q, a)  # the paper's filter: q, a non-empty, Norm(a) not in Norm(q)
+        if not ok:
+            return why
+        if any(contains(q, x) for x in aliases):
+            return "answer_in_question"
+    if any(contains(q, x) for x in hidden):
+        return "bridge_leak"
     if _DEBRIS.search(q) or _DEBRIS.search(a) or (subject and _glued(q, subject)):
         return "format_debris"
     if _UNSEEN.search(q):

@@ -334,7 +334,7 @@ def wcr_rewards(
     return [wcr_reward(c, v, g, alpha) for c, v, g in zip(correct, valid, g_tilde, strict=True)]
 
 
-# ---- the solver reward a trainer computes (the export's reward.py, issue 31) -------------
+# ---- the solver reward a trainer computes (the export's reward.py) -----------------------
 # A trainer sees only the response text: the answer, the turns and the tool responses are read
 # from the Search-R1 tags of the transcript, as the rollout engine writes it. The export copies
 # these functions (and those they call) into reward.py verbatim: keep them standard-library.

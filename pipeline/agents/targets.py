@@ -9,20 +9,21 @@ tasks take a span of the source passage (a date, a number or a name, by task typ
 answer and its sentence as the evidence. The LLM then only words the question.
 
 A task whose answer no passage supports is not posed (`Target.reason` says why), and counted.
-All functions here are pure except `kg_targets`, which batches one retriever search.
+All functions here are pure; `chains.kg_targets` builds a KG task's chain with one batched
+search, `composed` the two-passage tasks.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline.agents.evidence import OPENING_WORDS, Span, sentences
-from pipeline.agents.prompts import render_path
 from pipeline.agents.properties import states
 from pipeline.agents.rewards import normalize
 from pipeline.kg.graph import MONTHS
+from pipeline.kg.valency import MANY_VALUED
 
 _MONTH = "(?:" + "|".join(MONTHS) + ")"
 # Abbreviations as passages write units; the KG renders the unit's English label.
@@ -46,25 +47,55 @@ _QUANTITY_ID = re.compile(r"^quantity:([+-]?[\d.]+)")
 
 
 @dataclass(frozen=True)
+class Hop:
+    """One link of a record's evidence chain: a verbatim sentence of a passage stating one hop
+    (its subject named or the sentence in the subject's article, the property's cue, the
+    object), as 2WikiMultiHopQA ships its evidence triples, but as auditable text."""
+
+    passage_id: str
+    start: int  # 0-based offsets of the sentence in the passage text, end exclusive
+    end: int
+    text: str
+    subject: str  # the hop's subject, as the graph or the passage names it
+    relation: str  # the property the sentence states ('place of death')
+    object: str  # the hop's object as the sentence writes it
+    source: str  # article (the subject's own) | source (the slot's passage) | retrieved
+
+
+def chain_text(chain: Sequence[Hop]) -> str:
+    """The chain as the verifier, the gold-evidence check and the solver's reward read it:
+    its sentences in hop order."""
+    return " ".join(h.text for h in chain)
+
+
+@dataclass(frozen=True)
 class Target:
     """What one record asks for, fixed before the question is written (None fields and a
     `reason` when nothing supports it)."""
 
-    kind: str  # kg | passage
+    kind: str  # kg | passage (one sentence) | bridge | comparison (two passages)
     answer: str | None = None  # the surface form as the evidence writes it
     aliases: tuple[str, ...] = ()  # every accepted form, the answer first
-    evidence: str | None = None
+    evidence: str | None = None  # the final hop's sentence
     passage_id: str | None = None
     start: int | None = None
     end: int | None = None
     answer_at: int | None = None  # offset of the answer inside the evidence
-    source: str = "none"  # source | retrieved | none
-    subject: str = ""  # what the question must name: the path's start entity or the title
+    source: str = "none"  # source | retrieved | article | none: where the final hop was found
+    subject: str = ""  # what the question must name: the start entity (or its description)
     facts: str | None = None  # the (sub-)path the question follows, rendered
     path: dict | None = None  # that sub-path: {"nodes": [...], "relations": [...]}
     waypoints: list[str] = field(default_factory=list)  # labels of v_0 .. v_{h-1}
     span_kind: str | None = None  # date | number | name (passage tasks)
     answer_kind: str = "name"  # date | number | person | place | name: what the question asks
+    chain: tuple[Hop, ...] = ()  # one verbatim span per hop, the final hop last
+    # names the question must not contain: the bridge entities (and the start entity when it is
+    # described instead of named)
+    hidden: tuple[str, ...] = ()
+    style: str = "plain"  # plain | obfuscated: the start entity named, or described
+    options: tuple[str, ...] = ()  # comparison: the two entities the question must name
+    missing_hop: int | None = None  # no_supporting_passage: the first hop no passage states
+    ruled: str | None = None  # the rule-built question, where the task words one itself
     # not posed: no_supporting_passage | no_answer_span | many_valued_relation |
     # duplicate_target (the shard asks for the same answer and evidence already)
     reason: str | None = None
@@ -75,8 +106,15 @@ class Target:
 
     @property
     def hops(self) -> int:
-        """The question's own hops: its KG sub-path's relations; a passage span is one."""
+        """The question's own hops: its chain's length (a KG path not posed: its relations)."""
+        if self.chain:
+            return len(self.chain)
         return len(self.path["relations"]) if self.path and self.kind == "kg" else 1
+
+    @property
+    def chain_evidence(self) -> str | None:
+        """What the verifier and the gates hand the solver as evidence: the whole chain."""
+        return chain_text(self.chain) if self.chain else self.evidence
 
 
 # ---- surface forms ------------------------------------------------------------------------
@@ -103,8 +141,10 @@ def date_forms(node_id: str, label: str) -> list[str]:
 
 
 def quantity_forms(node_id: str, label: str) -> list[str]:
-    """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047; a million or
-    more also rounded as passages write it ('2.8 million', '2.76 million')."""
+    """'1,047 kilometre' -> 1,047 kilometres, 1,047 km, 1047 km, 1,047, 1047; the value also
+    rounded as passages write it, within 2 % (`_close`): a million or more in millions ('2.8
+    million', '84 million'), a fraction to a whole number ('105' for 105.4), a large number
+    to the nearest 10 ... 10,000 ('890' for 891.1, '357,600' for 357,588)."""
     m = _QUANTITY_ID.match(node_id)
     amount = m.group(1).lstrip("+") if m else label.split(" ")[0].replace(",", "")
     unit = label.partition(" ")[2]
@@ -117,14 +157,26 @@ def quantity_forms(node_id: str, label: str) -> list[str]:
     numbers = [grouped, plain]
     for scale, word in ((1e9, "billion"), (1e6, "million")):
         if abs(num) >= scale:  # 2,755,309 -> "2.8 million", as a passage rounds it
-            numbers += [f"{num / scale:.{d}f}".rstrip("0").rstrip(".") + f" {word}" for d in (1, 2)]
+            for d in (1, 2, 0):
+                r = round(num / scale, d)
+                if _close(r * scale, num):
+                    numbers.append(f"{r:.{d}f}".rstrip("0").rstrip(".") + f" {word}")
             break
+    else:
+        rounded = [round(num, d) for d in (0, -1, -2, -3, -4) if abs(num) >= 10 ** (1 - d)]
+        numbers += [f"{r:,.0f}" for r in rounded if _close(r, num)]
     numbers = list(dict.fromkeys(numbers))
     out = [label]
     for n in numbers:
         out += [f"{n} {u}" for u in (unit, *UNIT_FORMS.get(unit, ())) if u]
     out += numbers
     return list(dict.fromkeys(out))
+
+
+def _close(rounded: float, value: float) -> bool:
+    """A rounding a passage may write for the value: within 2 % of it ('84 million' for
+    84,358,845; not '3 million' for 2,755,309)."""
+    return abs(rounded - value) <= 0.02 * abs(value)
 
 
 def entity_forms(label: str, aliases: Sequence[str] = ()) -> list[str]:
@@ -152,17 +204,31 @@ def answer_forms(node: dict, aliases: Sequence[str] = ()) -> list[str]:
     return entity_forms(label, aliases)
 
 
-def find_form(text: str, forms: Sequence[str]) -> tuple[int, int] | None:
-    """The first (leftmost, then longest) occurrence of any form on word boundaries; case is
-    ignored for names, never for digits."""
+def find_form(text: str, forms: Sequence[str], whole_names: bool = False) -> tuple[int, int] | None:
+    """The first (leftmost, then longest) occurrence of any form on word boundaries (a
+    hyphen joins words: 'France' is not in 'Île-de-France'); case is ignored for names, never
+    for digits. `whole_names`: a name next to another capitalised word is part of a longer
+    name and does not count ('New York' in 'New York City', 'Germany' in 'East Germany')."""
     best: tuple[int, int] | None = None
+    tail = r"(?![\w-])(?!(?-i:\s+[A-Z]))" if whole_names else r"(?![\w-])"
     for f in forms:
-        for m in re.finditer(rf"(?<![\w]){re.escape(f)}(?![\w])", text, re.I):
+        for m in re.finditer(rf"(?<![\w-]){re.escape(f)}{tail}", text, re.I):
+            if whole_names and _after_name(text, m.start()):
+                continue
             key = (m.start(), -(m.end() - m.start()))
             if best is None or key < (best[0], -(best[1] - best[0])):
                 best = (m.start(), m.end())
             break
     return best
+
+
+_NAME_BEFORE = re.compile(r"(?:^|[^\w.])([A-Z][\w'’-]*)\s+$")
+
+
+def _after_name(text: str, at: int) -> bool:
+    """A capitalised word other than a sentence opener right before `at`."""
+    m = _NAME_BEFORE.search(text[max(0, at - 40) : at])
+    return m is not None and m.group(1) not in OPENING_WORDS
 
 
 def _sentence_at(text: str, pos: int) -> Span | None:
@@ -172,41 +238,13 @@ def _sentence_at(text: str, pos: int) -> Span | None:
 # ---- KG tasks -----------------------------------------------------------------------------
 
 
-# Wikidata properties an entity commonly holds several values of (borders, members, awards,
-# rivers it lies on, ...): "the country that borders Switzerland" names no single country, so
-# a question may not chain through them, nor ask for their value.
-MANY_VALUED = frozenset(
-    {
-        "P47",  # shares border with
-        "P150",  # contains the administrative territorial entity
-        "P463",  # member of
-        "P166",  # award received
-        "P527",  # has part(s)
-        "P206",  # located in or next to body of water
-        "P1376",  # capital of
-        "P27",  # country of citizenship
-        "P106",  # occupation
-        "P69",  # educated at
-        "P108",  # employer
-        "P800",  # notable work
-        "P190",  # twinned administrative body
-        "P26",  # spouse
-        "P40",  # child
-        "P1344",  # participant in
-        "P793",  # significant event
-        "P361",  # part of
-        "P31",  # instance of
-        "P279",  # subclass of
-    }
-)
-
-
-def sub_path(path: dict, hops: int) -> dict | None:
-    """The sub-path a question follows: the path cut back to its last single-valued hop (the
-    end of '... Poland -> shares border with -> Germany' is one of several countries; Poland,
-    reached by 'located in', is one), then its last `hops` relations (at least 1), shortened so
-    that no relation on it is many-valued: an h-hop question starts h nodes before the answer
-    and every hop names one thing. None when every hop of the path is many-valued."""
+def sub_path_span(path: dict, hops: int) -> tuple[int, int] | None:
+    """(a, b): the sub-path a question follows is the path's relations a..b-1 (nodes a..b).
+    The path is cut back to its last single-valued hop (the end of '... Poland -> shares
+    border with -> Germany' is one of several countries; Poland, reached by 'located in', is
+    one), then to its last `hops` relations (at least 1), shortened so that no relation on it
+    is many-valued: an h-hop question starts h nodes before the answer and every hop names one
+    thing. None when every hop of the path is many-valued."""
     rels = path["relations"]
     k = len(rels)
     while k and rels[k - 1]["id"] in MANY_VALUED:
@@ -216,7 +254,16 @@ def sub_path(path: dict, hops: int) -> dict | None:
     h = 0
     while h < max(1, min(hops, k)) and rels[k - h - 1]["id"] not in MANY_VALUED:
         h += 1
-    return {"nodes": path["nodes"][k - h : k + 1], "relations": rels[k - h : k]}
+    return k - h, k
+
+
+def sub_path(path: dict, hops: int) -> dict | None:
+    """The sub-path itself (`sub_path_span`): {"nodes": [...], "relations": [...]}."""
+    span = sub_path_span(path, hops)
+    if span is None:
+        return None
+    a, b = span
+    return {"nodes": path["nodes"][a : b + 1], "relations": path["relations"][a:b]}
 
 
 def support_in(
@@ -233,71 +280,16 @@ def support_in(
     own_article = any(normalize(title) == normalize(s) for s in subject_forms)
     fallback = None
     for s in sentences(text):
-        hit = find_form(s.text, forms)
+        hit = find_form(s.text, forms, whole_names=True)
         if hit is None or not states(pid, s.text):
             continue
         a0, a1 = s.start + hit[0], s.start + hit[1]
         rest = s.text[: hit[0]] + " " + s.text[hit[1] :]
-        if find_form(rest, subject_forms) is not None:
+        if find_form(rest, subject_forms, whole_names=True) is not None:
             return s, a0, a1
         if own_article and fallback is None:
             fallback = (s, a0, a1)
     return fallback
-
-
-def kg_targets(
-    retriever,
-    items: Sequence[tuple[dict, int, tuple[str, str, str]]],
-    aliases: Sequence[Sequence[str]],
-    k: int,
-) -> list[Target]:
-    """One Target per (subgraph, hop count, source passage), searching for support with one
-    batched query per task ("<final-hop subject> <relation> <answer>").
-
-    Candidates in order: the source passage, then the retrieved passages; the first that
-    supports the final hop gives the evidence."""
-    subs = [sub_path(sg["target_path"], h) for sg, h, _ in items]
-    asked = [i for i, sp in enumerate(subs) if sp is not None]
-    queries = []
-    for i in asked:
-        sp = subs[i]
-        subj, rel, ans = sp["nodes"][-2], sp["relations"][-1], sp["nodes"][-1]
-        queries.append(" ".join(x.get("label") or x["id"] for x in (subj, rel, ans)))
-    found_by = dict(zip(asked, retriever.search(queries, k) if queries else [], strict=True))
-    out = []
-    for i, ((sg, _, source), sp, al) in enumerate(zip(items, subs, aliases, strict=True)):
-        if sp is None:
-            out.append(Target(kind="kg", path=sg["target_path"], reason="many_valued_relation"))
-            continue
-        found = found_by[i]
-        nodes = sp["nodes"]
-        forms = answer_forms(nodes[-1], al)
-        subject_forms = entity_forms(nodes[-2].get("label") or nodes[-2]["id"])
-        base = {
-            "kind": "kg",
-            "answer_kind": answer_kind(nodes[-1], sg.get("answer_type")),
-            "subject": nodes[0].get("label") or nodes[0]["id"],
-            "facts": render_path(sp),
-            "path": sp,
-            "waypoints": [n.get("label") or n["id"] for n in nodes[:-1]],
-        }
-        cands = [(source, "source")] + [((h.id, h.title, h.text), "retrieved") for h in found]
-        target = Target(**base, aliases=tuple(forms), reason="no_supporting_passage")
-        for passage, where in cands:
-            sup = support_in(passage, forms, subject_forms, sp["relations"][-1]["id"])
-            if sup is None:
-                continue
-            sent, a0, a1 = sup
-            answer = passage[2][a0:a1]
-            accepted = tuple(dict.fromkeys([answer, *forms]))
-            target = Target(
-                **base, answer=answer, aliases=accepted, evidence=sent.text,
-                passage_id=passage[0], start=sent.start, end=sent.end, source=where,
-                answer_at=a0 - sent.start,
-            )  # fmt: skip
-            break
-        out.append(target)
-    return out
 
 
 # ---- passage tasks ------------------------------------------------------------------------
@@ -373,12 +365,46 @@ def passage_target(
             sent = _sentence_at(text, a0)
             if sent is not None and a1 <= sent.end:
                 answer = text[a0:a1]
+                named = subject or re.sub(r"\s*\([^)]*\)$", "", title)
+                hop = Hop(pid, sent.start, sent.end, sent.text, named, kind, answer, "source")
                 return Target(
-                    kind="passage", answer=answer, aliases=(answer,), evidence=sent.text,
-                    passage_id=pid, start=sent.start, end=sent.end, source="source",
+                    kind="passage",
+                    answer=answer,
+                    aliases=(answer,),
+                    evidence=sent.text,
+                    passage_id=pid,
+                    start=sent.start,
+                    end=sent.end,
+                    source="source",
                     answer_at=a0 - sent.start,
-                    subject=subject or re.sub(r"\s*\([^)]*\)$", "", title), span_kind=kind,
+                    subject=named,
+                    span_kind=kind,
                     answer_kind=kind,
-                )  # fmt: skip
+                    chain=(hop,),
+                )
             cands = [c for c in cands if c != (a0, a1)]
     return Target(kind="passage", subject=title, reason="no_answer_span")
+
+
+# ---- obfuscated subjects --------------------------------------------------------------------
+
+
+def obfuscate(t: Target, entity: str, descriptions: Sequence[str]) -> Target:
+    """The target with its start entity (`entity`, as the subject names it) described instead
+    of named: the first of `descriptions` (each unique in the graph) that names none of the
+    chain's other entities nor the answer. Unchanged when none qualifies."""
+    forms = entity_forms(entity)
+    avoid = [*t.hidden, *t.aliases, *forms]  # nor the entity itself ('the city in Salzburg')
+    for d in descriptions:
+        if find_form(d, avoid) is not None:
+            continue
+        subject = t.subject.replace(entity, d) if entity in t.subject else d
+        return replace(
+            t,
+            subject=subject,
+            style="obfuscated",
+            facts=t.facts.replace(entity, d, 1) if t.facts else t.facts,
+            hidden=tuple(dict.fromkeys([*t.hidden, *forms])),
+            ruled=t.ruled.replace(entity, d) if t.ruled else None,
+        )
+    return t

@@ -11,7 +11,7 @@ record_facts joined with the verdicts) stored once per catalog refresh in a Duck
 the catalog (`<catalog>.browse.<refresh>.duckdb`), sorted by V so that a page reads its first
 row groups only, with the filters' values (`record_facets`) and each run's funnel
 (`run_funnel`, the runs page). The first request after a refresh builds it (seconds at a
-million records); landing does not pay for it (issue 28), and a store nobody browses never
+million records); landing does not pay for it, and a store nobody browses never
 builds it. Each refresh's index has a file name of its own: DuckDB registers an attached path
 process-wide, and attaching a path that an earlier connection (still answering a request)
 has attached under the same name can spin forever in DuckDB 2.0's ATTACH.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import glob
+import logging
 import os
 import threading
 from pathlib import Path
@@ -30,13 +31,21 @@ import duckdb
 
 from pipeline.core.io import atomic_path
 from pipeline.core.parquet_sql import sql_string
-from pipeline.store.reviews import attach_reviews
-from pipeline.store.store import connect_readonly
+from pipeline.store.reviews import (
+    COMPACTED_PREFIX,
+    attach_reviews,
+    compact_reviews,
+    review_files,
+)
+from pipeline.store.store import connect_readonly, settle_catalog
+
+log = logging.getLogger(__name__)
 
 # The browser's copy of record_index: what a records page filters, sorts and searches on.
 INDEX_SQL = "SELECT * FROM record_index ORDER BY v_key DESC, record_id DESC"
 # Small tables stored beside it: the catalog's view each is read from.
 SMALL_TABLES = {"record_facets": "record_facets", "run_funnel": "funnel"}
+FOLD_AT = 64  # review files not folded yet, past which a page folds them (compact_reviews)
 
 
 def index_path(catalog: Path, refreshed_at: dt.datetime) -> Path:
@@ -145,16 +154,24 @@ class CatalogReader:
     def _current(self) -> tuple[duckdb.DuckDBPyConnection, Path]:
         """The connection to the current catalog file (reopened after a rebuild replaced it)
         and the store's root it names."""
-        try:
-            st = self.catalog.stat()
-        except FileNotFoundError:
-            raise CatalogNotReadyError(
-                f"no catalog at {self.catalog}: run the nightly first"
-            ) from None
-        ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+        def ident() -> tuple[int, int, int]:
+            try:
+                st = self.catalog.stat()
+            except FileNotFoundError:
+                raise CatalogNotReadyError(
+                    f"no catalog at {self.catalog}: run the nightly first"
+                ) from None
+            return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+        now = ident()
         with self._lock:
-            if self._con is None or ident != self._ident:
-                self._con, self._ident = self._open(st.st_ino), ident
+            if self._con is None or now != self._ident:
+                # a catalog copied or moved with its store is rebuilt over this store's files
+                # before it is read: the browser never shows nor writes the other store's
+                if settle_catalog(self.catalog):
+                    now = ident()
+                self._con, self._ident = self._open(now[0]), now
             return self._con, self.store_root
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -163,10 +180,23 @@ class CatalogReader:
         (and giving the runs page its run_funnel)."""
         con, root = self._current()
         cur = con.cursor()
-        attach_reviews(cur, root)
+        attach_reviews(cur, root, self._reviews(root))
         for name in ("record_index", *SMALL_TABLES):
             cur.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM browse_index.{name}")
         return cur
+
+    def _reviews(self, root: Path) -> list[Path]:
+        """The live review files, folded first when more than FOLD_AT are not (a page binds
+        each file it lists: a flood of submissions would slow every page)."""
+        files = review_files(root)
+        if sum(not p.name.startswith(COMPACTED_PREFIX) for p in files) > FOLD_AT:
+            try:
+                compact_reviews(root)
+            except OSError as exc:  # a read-only store: pages read the files as they are
+                log.warning("cannot fold the review files of %s: %s", root, exc)
+                return files
+            files = review_files(root)
+        return files
 
     def root(self) -> Path:
         """The store's root, as the current catalog names it (reviews and reports live there)."""

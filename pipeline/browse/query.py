@@ -131,9 +131,11 @@ def decode_cursor(cursor: str, sort: str) -> tuple[Any, str]:
             value = dt.datetime.fromisoformat(value)
         except ValueError as exc:
             raise CursorError("not a time cursor") from exc
-    elif not isinstance(value, int | float):
-        raise CursorError("not a numeric cursor")
-    return value, record_id
+    elif isinstance(value, bool) or not isinstance(value, int | float) or abs(value) > 1e300:
+        raise CursorError("not a numeric cursor")  # (an integer past a double's range)
+    if not 0 < len(record_id) <= 128:
+        raise CursorError("not a cursor of this browser")
+    return (float(value) if sort != "time" else value), record_id
 
 
 LIST_COLUMNS = (
@@ -258,6 +260,10 @@ def record_detail(
     record = {**rec[0], **head[0]}
     passage_id = record["evidence_passage_id"] or record["source_passage_id"]
     passage = _rows(con, "SELECT id, title, text FROM passages WHERE id = ?", [passage_id])
+    chain_ids = sorted({h["passage_id"] for h in record.get("evidence_chain") or []})
+    chain_passages = _rows(
+        con, "SELECT id, title, text FROM passages WHERE list_contains(?, id)", [chain_ids]
+    )
     subgraph = (
         _rows(
             con,
@@ -271,6 +277,7 @@ def record_detail(
     return {
         "record": record,
         "passage": passage[0] if passage else None,
+        "chain_passages": {p["id"]: p for p in chain_passages},
         "subgraph": subgraph[0] if subgraph else None,
         "solver": _run_rows(con, "solver_rollouts", files, scoped, " ORDER BY sample"),
         "verifier": _run_rows(

@@ -38,6 +38,25 @@ def highlight(text: str, evidence: str, start: int | None, end: int | None) -> H
 
 
 @dataclass(frozen=True)
+class ChainHop:
+    hop: dict[str, Any]  # the evidence_chain entry: hop, subject, relation, object, source, ...
+    title: str | None  # its passage's title (None: the passage is not in the catalog)
+    marked: Highlight | None
+
+
+def chain_marks(chain: list[dict] | None, passages: dict[str, dict]) -> list[ChainHop]:
+    """Each hop of a record's evidence chain marked inside its own passage."""
+    out = []
+    for h in chain or []:
+        p = passages.get(h["passage_id"])
+        marked = (
+            highlight(p["text"], h["text"] or "", h["char_start"], h["char_end"]) if p else None
+        )
+        out.append(ChainHop(h, p["title"] if p else None, marked))
+    return out
+
+
+@dataclass(frozen=True)
 class SvgNode:
     x: int
     y: int
@@ -67,6 +86,13 @@ class PathDrawing:
 STEP_X, ROW_Y, MARGIN, NODE_W = 270, 90, 20, 150  # a 120-pixel gap holds a relation label
 
 
+def _text(part: Any, key: str) -> str:
+    """A node's or relation's `key` as text: a stored path is data, and a NULL label (or a
+    part that is not an object) draws as an empty one."""
+    value = part.get(key) if isinstance(part, dict) else None
+    return "" if value is None else str(value)
+
+
 def path_drawing(
     kg_path: dict[str, Any] | None,
     waypoints: list[str] | None = None,
@@ -85,24 +111,26 @@ def path_drawing(
     for i, n in enumerate(nodes_in):
         x = MARGIN + i * STEP_X
         kind = "seed" if i == 0 else "answer" if i == len(nodes_in) - 1 else "waypoint"
-        if kind == "waypoint" and marked and n["label"] not in marked:
+        if kind == "waypoint" and marked and _text(n, "label") not in marked:
             kind = "node"
-        nodes.append(SvgNode(x, y0, n["label"], n["id"], kind))
-        x_of[n["id"]] = x
+        nodes.append(SvgNode(x, y0, _text(n, "label"), _text(n, "id"), kind))
+        x_of[_text(n, "id")] = x
         if i:
-            label = rels[i - 1]["label"] if i - 1 < len(rels) else ""
+            label = _text(rels[i - 1], "label") if i - 1 < len(rels) else ""
             edges.append(SvgEdge(x - STEP_X + NODE_W, y0, x, y0, label, False))
     row = 1
     for branch in distractors or []:
+        if not isinstance(branch, dict):
+            continue
         b_nodes, b_rels = branch.get("nodes") or [], branch.get("relations") or []
-        if not b_nodes or b_nodes[0]["id"] not in x_of:
+        if not b_nodes or _text(b_nodes[0], "id") not in x_of:
             continue
         y = y0 + row * ROW_Y
-        x_prev, y_prev = x_of[b_nodes[0]["id"]], y0
+        x_prev, y_prev = x_of[_text(b_nodes[0], "id")], y0
         for j, n in enumerate(b_nodes[1:], start=1):
             x = x_prev + STEP_X
-            nodes.append(SvgNode(x, y, n["label"], n["id"], "distractor"))
-            label = b_rels[j - 1]["label"] if j - 1 < len(b_rels) else ""
+            nodes.append(SvgNode(x, y, _text(n, "label"), _text(n, "id"), "distractor"))
+            label = _text(b_rels[j - 1], "label") if j - 1 < len(b_rels) else ""
             edges.append(SvgEdge(x_prev + NODE_W // 2, y_prev + 15, x, y, label, True))
             x_prev, y_prev = x, y
         row += 1

@@ -75,6 +75,15 @@ def _evidence_rule(tables: list[Table]) -> str | None:
     return f"{n} verbatim record(s) whose span is not its source slice: {ids}"
 
 
+def _chain_rule(tables: list[Table]) -> str | None:
+    bad = tables[0]
+    if not bad.rows:
+        return None
+    ids = ", ".join(dict.fromkeys(bad.column("record_id")[:5]))
+    n = _count(len(bad.rows), bad)
+    return f"{n} hop span(s) that are not their passage's recorded slice: {ids}"
+
+
 def _leakage_rule(tables: list[Table]) -> str | None:
     # Valid records come first, so a listing cut at sql.max_rows keeps them.
     valid = [r for r in tables[0].records() if r["is_valid"]]
@@ -135,6 +144,34 @@ AUDITS: dict[str, Audit] = {
             _evidence_rule,
             "fails when any verbatim record's span differs from its recorded source slice",
             "every verbatim span equals its recorded source slice",
+        ),
+        Audit(
+            "chain",
+            "Re-check every hop of every verbatim record's evidence chain: each hop's sentence "
+            "must equal substr(passage text, start, len) of its recorded passage, against the "
+            "passages now (view chain_check). Lists the hops where it does not.",
+            [
+                (
+                    "chain mismatches",
+                    f"""
+                    SELECT record_id, run_id, hop, passage_id, char_start, char_end,
+                           passage_found, span, recorded_slice
+                    FROM chain_check WHERE {_RUN} AND NOT span_matches
+                    ORDER BY run_id, record_id, hop
+                    """,
+                ),
+                (
+                    "hops checked",
+                    f"""
+                    SELECT run_id, count(DISTINCT record_id) AS records, count(*) AS hops,
+                           count(*) FILTER (WHERE span_matches) AS matching
+                    FROM chain_check WHERE {_RUN} GROUP BY run_id ORDER BY run_id
+                    """,
+                ),
+            ],
+            _chain_rule,
+            "fails when any hop's span differs from its recorded passage slice",
+            "every hop's span equals its recorded passage slice",
         ),
         Audit(
             "leakage",
@@ -275,7 +312,7 @@ AUDITS: dict[str, Audit] = {
         ),
         Audit(
             "quality",
-            "Quality gates per run (issue 17): contaminated records, records in near-duplicate "
+            "Quality gates per run: contaminated records, records in near-duplicate "
             "clusters, records not yet clustered, and the benchmark checks that covered the run "
             "(`curriculum quality decontaminate` / `near-duplicates`).",
             [

@@ -62,6 +62,12 @@ from pipeline.catalog.export_splits import (
     view_drops,
 )
 from pipeline.catalog.export_stream import stream_records
+from pipeline.catalog.export_target import (
+    MANIFEST,
+    WRITTEN_BY,
+    check_outside_store,
+    check_target,
+)
 from pipeline.core import variants
 from pipeline.core.config import SQLConfig
 from pipeline.core.io import atomic_dir, sha256_file
@@ -73,7 +79,7 @@ from schemas.exports import (
 from schemas.tables import SCHEMA_VERSION
 
 DEFAULT_DATA_SOURCE = "evidence_curriculum"
-MANIFEST = "manifest.json"
+MAX_SEED = 2**63 - 1  # the split hash's salt: any 64-bit value
 
 # The Search-R1 agent protocol, the one place its text lives: the trainer's rollout engine
 # parses <search> / <answer> and inserts <information>, so the tags must match it exactly.
@@ -112,6 +118,9 @@ def record_row(
         "answer": r["answer"],
         "golden_answers": list(dict.fromkeys([r["answer"], *(r.get("answer_aliases") or [])])),
         "evidence": r.get("evidence"),
+        "evidence_chain": r.get("evidence_chain"),
+        "evidence_mode": r.get("evidence_mode"),
+        "question_style": r.get("question_style"),
         "evidence_passage_id": r.get("evidence_passage_id"),
         "evidence_char_start": r.get("evidence_char_start"),
         "evidence_char_end": r.get("evidence_char_end"),
@@ -120,6 +129,7 @@ def record_row(
         "cluster_id": r.get("cluster_id"),
         "task_type": r.get("task_type"),
         "hop_count": r.get("hop_count"),
+        "planned_hops": r.get("planned_hops"),
         "kg_path": r.get("kg_path"),
         "waypoints": r.get("waypoints") or [],
         "verifier_v": r.get("verifier_v"),
@@ -161,18 +171,6 @@ def _git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() or None
-
-
-def _check_target(out: Path, overwrite: bool) -> None:
-    if not out.exists():
-        return
-    if not overwrite:
-        raise ExportError(f"{out} already exists", "pass --overwrite to replace that export")
-    if not out.is_dir() or (not (out / MANIFEST).exists() and any(out.iterdir())):
-        raise ExportError(
-            f"{out} exists and is not a curriculum export (no {MANIFEST}); not replacing it",
-            "choose another output directory",
-        )
 
 
 def _parse_formats(formats: Iterable[str]) -> list[str]:
@@ -219,7 +217,10 @@ def export_curriculum(
     out = Path(out).resolve()
     fmts = _parse_formats(formats)
     _check_split_options(split_by, validation_fraction)
-    _check_target(out, overwrite)  # fail before the work, and again before the rename
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ExportError(f"--seed {seed}: not in 0..2**63-1", "e.g. --seed 0")
+    check_outside_store(out, catalog)
+    check_target(out, overwrite)  # fail before the work, and again before the rename
     started = dt.datetime.now(dt.UTC)
 
     included = {
@@ -245,9 +246,9 @@ def export_curriculum(
         try:  # reward.py carries the runs' WCR alpha: one value per export
             reward = reward_settings(catalog, [r["run_id"] for r in sel.runs])
         except RewardConfigError as exc:
-            raise ExportError(str(exc), "export those runs separately (--run-id)") from exc
+            raise ExportError(str(exc), exc.hint) from exc
 
-        with atomic_dir(out, check=lambda: _check_target(out, overwrite)) as tmp:
+        with atomic_dir(out, check=lambda: check_target(out, overwrite)) as tmp:
             files = _write_formats(catalog, tmp, fmts, sel, ledger, data_source, ability)
             dropped = write_jsonl(tmp / "dropped.jsonl", ledger.dropped())
             files.append(_file_entry(tmp, tmp / "dropped.jsonl", None, None, dropped))
@@ -259,6 +260,7 @@ def export_curriculum(
                 **{s: sizes[s] for s in SPLITS},
             }
             manifest = {
+                "written_by": WRITTEN_BY,
                 "export_version": EXPORT_VERSION,
                 "curriculum_schema_version": SCHEMA_VERSION,
                 "created_at": started.isoformat(),
@@ -301,7 +303,7 @@ def export_curriculum(
                 },
             }
             # The card is rendered from the manifest (its files aside), then listed in it.
-            files.append(_file_entry(tmp, write_card(tmp, out, manifest), None, None, None))
+            files.append(_file_entry(tmp, write_card(tmp, manifest), None, None, None))
             (tmp / MANIFEST).write_bytes(
                 orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
             )
@@ -393,7 +395,7 @@ def _drop_sections(
 
 
 def _review_section(sel: Selection, exported_accepted: int, reviewed_only: bool) -> dict[str, Any]:
-    """The manifest's account of the reviews (issue 27): the rule applied and the latest
+    """The manifest's account of the reviews: the rule applied and the latest
     verdicts in the export's scope (the selected records) and over the whole catalog."""
     scope = Counter(sel.review_scope)
     rule = (

@@ -1,4 +1,4 @@
-"""The dataset card of an export (`README.md`, issue 27): the Hub's YAML header (configs and
+"""The dataset card of an export (`README.md`): the Hub's YAML header (configs and
 splits, so `datasets.load_dataset(<export>)` reads it; a license left for the team; task
 categories) and a body a trainer reads before training on it: how to train with its reward,
 the runs and config hashes it came from, the selection and what it left out, the funnel with
@@ -6,13 +6,17 @@ every gate's drops, the verifier controls, the reviews, the split rule, the fiel
 in schemas/exports.py) and the known limitations.
 
 Rendered from the export's manifest alone (`dataset_card`), so the card says nothing the
-manifest does not; only the commands name the export's folder.
+manifest does not. It names no path of the machine that wrote it: its commands name the
+export's files relative to its folder (run them there, or put the folder's path in front),
+and its lineage names the catalog by file name, so the card can be published as it is.
 """
 
 from __future__ import annotations
 
+import html
+import shlex
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +43,18 @@ FUNNEL = (
     ("not_contaminated", "not contaminated"),
     ("not_shortcut", "no shortcut"),
     ("unique_answer", "unique answer"),
+    ("connected", "every hop matters"),
+    ("needs_search", "needs more than one search"),
     ("accepted", "accepted"),
+)
+# what the accepted records teach a searcher (view funnel), with the card's names
+SEARCH = (
+    ("accepted_multi_hop", "accepted, 2+ hops"),
+    ("accepted_obfuscated", "accepted, obfuscated subject"),
+    ("one_search_multi_hop", "multi-hop, one search answers"),
+    ("disconnected", "disconnected"),
+    ("bridge_leaks", "bridge named in the question"),
+    ("single_hop_capped", "one-hop over the cap"),
 )
 GATES = ("gate", "judged", "passed", "failed", "undetermined", "not_applicable", "off", "rejected")
 CONTROLS = (
@@ -50,18 +65,25 @@ CONTROLS = (
     ("mean_v_off_topic", "off-topic"),
     ("auc_real_vs_shuffled", "AUC real vs shuffled"),
     ("auc_real_vs_off_topic", "AUC real vs off-topic"),
+    ("mean_v_minus_hop", "minus one hop"),
+    ("auc_real_vs_minus_hop", "AUC real vs minus one hop"),
     ("answer_only_ge_real_share", "answer-only V >= real"),
 )
 
 
-def dataset_card(out: Path, manifest: dict[str, Any]) -> str:
-    """README.md of the export at `out` whose manifest is `manifest` (its `files` unused)."""
+# The export's folder as the card's commands name it: they run inside it.
+HERE = PurePosixPath(".")
+
+
+def dataset_card(manifest: dict[str, Any]) -> str:
+    """README.md of the export whose manifest is `manifest` (its `files` unused)."""
     parts = [
         _header(manifest),
-        _training(out, manifest),
+        _training(manifest),
         _provenance(manifest),
         _selection(manifest),
         _funnel(manifest),
+        _search(manifest),
         _controls(manifest),
         _reviews(manifest),
         _split(manifest),
@@ -123,15 +145,16 @@ def _header(m: dict[str, Any]) -> list[str]:
 # ---- training ----------------------------------------------------------------------------
 
 
-def _training(out: Path, m: dict[str, Any]) -> list[str]:
-    reward, r, formats = out / REWARD_FILE, m["reward"], m["formats"]
+def _training(m: dict[str, Any]) -> list[str]:
+    reward, r, formats = HERE / REWARD_FILE, m["reward"], m["formats"]
     lines = [
         "# Evidence curriculum export",
         "",
         "Search-agent training data (question, answer, verbatim evidence, KG waypoints) with the",
         f"reward that matches it: `{REWARD_FILE}` (standard library only; load it by path).",
         "`manifest.json` lists the runs, filter, counts, file checksums and the reward's",
-        'settings. See the project README, section "Train on it", for the details.',
+        "settings. The commands below run in this folder; elsewhere, put its path in front of",
+        "the file names. The pipeline's documentation (Exports and training) has the details.",
         "",
         f"Reward: R = c + {r['alpha']} * (1 - c) * valid * g~"
         + (f" + {r['format_weight']} * F_fmt" if r["format_weight"] else ""),
@@ -147,9 +170,9 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
             "",
             "```bash",
             "python -m verl.trainer.main_ppo \\",
-            f"  data.train_files={out / 'verl' / 'train.parquet'} \\",
-            f"  data.val_files={out / 'verl' / 'validation.parquet'} \\",
-            f"  reward.custom_reward_function.path={reward} \\",
+            f"  data.train_files={_shell(HERE / 'verl' / 'train.parquet')} \\",
+            f"  data.val_files={_shell(HERE / 'verl' / 'validation.parquet')} \\",
+            f"  reward.custom_reward_function.path={_shell(reward)} \\",
             f"  reward.custom_reward_function.name={VERL_FUNCTION} ...",
             "```",
             "",
@@ -169,10 +192,10 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
         "from datasets import load_dataset, load_from_disk",
         "from trl import GRPOConfig, GRPOTrainer",
         "",
-        f"spec = importlib.util.spec_from_file_location('reward', '{reward}')",
+        f"spec = importlib.util.spec_from_file_location('reward', {str(reward)!r})",
         "reward = importlib.util.module_from_spec(spec)",
         "spec.loader.exec_module(reward)",
-        f"train = {trl.trl_train(out / fmt)}",
+        f"train = {trl.trl_train(HERE / fmt)}",
         f"trainer = GRPOTrainer(model=..., reward_funcs=[reward.{TRL_FUNCTION}],",
         "                      args=GRPOConfig(...), train_dataset=train)",
         "```",
@@ -183,12 +206,23 @@ def _training(out: Path, m: dict[str, Any]) -> list[str]:
 # ---- where it came from and what was taken -------------------------------------------------
 
 
+def _shell(path: Path | PurePosixPath) -> str:
+    """A path as one shell word (a folder named `x; rm -rf ~` stays a name)."""
+    return shlex.quote(str(path))
+
+
+def _text(value: Any) -> str:
+    """A stored value (a run's profile, a gate's name, a warning) as Markdown text: no raw
+    HTML (`<`, `>`, `&` as entities), on one line."""
+    return html.escape(str(value), quote=False).replace("\r", " ").replace("\n", " ")
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _text(value).replace("|", "\\|")
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -219,7 +253,8 @@ def _provenance(m: dict[str, Any]) -> list[str]:
         "## Where it comes from",
         "",
         f"{m['counts']['exported']} records from {len(m['runs'])} run(s) of the catalog "
-        f"`{m['catalog']}`, exported {m['created_at']} (code {m['code'].get('git_commit')}).",
+        f"`{PurePosixPath(m['catalog']).name}`, exported {m['created_at']} "
+        f"(code {m['code'].get('git_commit')}).",
         "",
         *_table(head, rows),
     ]
@@ -286,6 +321,41 @@ def _funnel(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _search(m: dict[str, Any]) -> list[str]:
+    """Hops, obfuscated subjects and the search gates' counts: what a trainer selecting on
+    hop_count gets, and what the pipeline kept out."""
+    funnel, hops = m["run_views"].get("funnel"), m["run_views"].get("hop_funnel")
+    if not funnel or not hops:
+        return []
+    lines = [
+        "## What it teaches a searcher",
+        "",
+        "`hop_count` is each question's own hops (its evidence chain's length). Per run "
+        "(view `funnel`):",
+        "",
+        *_table(
+            ("run", *(name for _, name in SEARCH)),
+            [(f["run_id"], *(f.get(k) for k, _ in SEARCH)) for f in funnel],
+        ),
+        "Records by hops, task kind and subject style (view `hop_funnel`):",
+        "",
+    ]
+    head = ("run", "hops", "kind", "style", "records", "accepted", "one search answers")
+    rows = [
+        (
+            h["run_id"],
+            h["hop_count"],
+            h["evidence_mode"],
+            h["question_style"],
+            h["records"],
+            h["accepted"],
+            h["one_search_answerable"],
+        )
+        for h in hops
+    ]
+    return lines + _table(head, rows)
+
+
 def _controls(m: dict[str, Any]) -> list[str]:
     rows = m["run_views"].get("verifier_controls")
     lines = ["## Verifier controls", ""]
@@ -303,7 +373,7 @@ def _controls(m: dict[str, Any]) -> list[str]:
     ]
     head = ("run", "method", *(name for _, name in CONTROLS))
     return lines + _table(
-        head, [(c["run_id"], c["method"], *(c[k] for k, _ in CONTROLS)) for c in rows]
+        head, [(c["run_id"], c["method"], *(c.get(k) for k, _ in CONTROLS)) for c in rows]
     )
 
 
@@ -440,11 +510,11 @@ def _limitations(m: dict[str, Any]) -> list[str]:
             " only exact duplicates (normalised text) were removed."
         )
     out += [w for w in m["warnings"] if w != m["split"]["forced"]]  # that one is under Split
-    return ["## Known limitations", "", *(f"- {x}" for x in out), ""]
+    return ["## Known limitations", "", *(f"- {_text(x)}" for x in out), ""]
 
 
-def write_card(tmp: Path, out: Path, manifest: dict[str, Any]) -> Path:
-    """README.md into the export being built at `tmp` (renamed to `out`)."""
+def write_card(tmp: Path, manifest: dict[str, Any]) -> Path:
+    """README.md into the export being built at `tmp`."""
     path = tmp / CARD_FILE
-    path.write_text(dataset_card(out, manifest), encoding="utf-8")
+    path.write_text(dataset_card(manifest), encoding="utf-8")
     return path

@@ -6,7 +6,7 @@ chosen format into <export>/<name>/ and lists its files in the manifest. Adding 
 ExportFormat (a writer) plus one entry there.
 
 The built-in formats stream (`ExportFormat.open`): an export hands them each split's rows a
-batch at a time, in order, so no format holds a whole split (issue 28). A format given only
+batch at a time, in order, so no format holds a whole split. A format given only
 `write` gets every row at once.
 """
 
@@ -103,6 +103,7 @@ def verl_table(records: list[dict[str, Any]], ability: str = DEFAULT_ABILITY) ->
                 "ground_truth": {
                     "target": r["golden_answers"],
                     "evidence": r["evidence"],
+                    "evidence_chain": [h["text"] for h in r.get("evidence_chain") or []],
                     "waypoints": r["waypoints"],
                 },
             },
@@ -236,19 +237,21 @@ def _save_dataset_dict(dd: Any, folder: Path, rows: dict[str, int]) -> Written:
 
 
 VERL = ExportFormat(
-    trl_train=lambda d: f"load_dataset('parquet', data_files='{d / 'train.parquet'}')['train']",
+    trl_train=lambda d: (
+        f"load_dataset('parquet', data_files={str(d / 'train.parquet')!r})['train']"
+    ),
     trl_rank=2,
     data_files=lambda split: f"{split}.parquet",
     open=_VerlWriter,
 )
 HF = ExportFormat(
-    trl_train=lambda d: f"load_from_disk('{d}')['train']",
+    trl_train=lambda d: f"load_from_disk({str(d)!r})['train']",
     trl_rank=0,
     data_files=lambda split: f"{split}/*.arrow",
     open=_HFWriter,
 )
 JSONL = ExportFormat(
-    trl_train=lambda d: f"load_dataset('json', data_files='{d / 'train.jsonl'}')['train']",
+    trl_train=lambda d: f"load_dataset('json', data_files={str(d / 'train.jsonl')!r})['train']",
     trl_rank=1,
     data_files=lambda split: f"{split}.jsonl",
     open=_JsonlWriter,

@@ -1,4 +1,4 @@
-"""The process signals an export carries per record (issue 16): the EvalAct / ARR rollouts'
+"""The process signals an export carries per record: the EvalAct / ARR rollouts'
 PCAR multipliers and ARR process advantages, read from the catalog beside the curriculum."""
 
 from __future__ import annotations

@@ -43,6 +43,15 @@ TAGS = {
 class RewardConfigError(ValueError):
     """The exported runs do not agree on the reward's settings."""
 
+    hint = "export those runs separately (--run-id)"
+
+
+class RewardSettingError(RewardConfigError):
+    """A run's stored reward setting is not one reward.py can carry (not a number, nan, out
+    of range)."""
+
+    hint = "leave that run out (--run-id the others)"
+
 
 @dataclass(frozen=True)
 class RewardSettings:
@@ -69,9 +78,7 @@ def reward_settings(catalog: str | Path, run_ids: Sequence[str]) -> RewardSettin
                 [sorted(set(run_ids))],
             ).fetchall()
         for run_id, text in rows:
-            section = (yaml.safe_load(text or "") or {}).get("rewards") or {}
-            alpha = float(section.get("wcr_alpha", default))
-            found.setdefault(alpha, []).append(run_id)
+            found.setdefault(_alpha_of(run_id, text, default), []).append(run_id)
     if len(found) > 1:
         said = "; ".join(f"{a} ({', '.join(r)})" for a, r in sorted(found.items()))
         raise RewardConfigError(f"the exported runs disagree on rewards.wcr_alpha: {said}")
@@ -79,6 +86,24 @@ def reward_settings(catalog: str | Path, run_ids: Sequence[str]) -> RewardSettin
         return RewardSettings(default, "default (no run config in the catalog)")
     ((alpha, runs),) = found.items()
     return RewardSettings(alpha, f"rewards.wcr_alpha of run(s) {', '.join(runs)}")
+
+
+def _alpha_of(run_id: str, text: str | None, default: float) -> float:
+    """`rewards.wcr_alpha` of a run's stored config: a number in [0, 1] (RewardConfig's
+    range), else RewardConfigError, so reward.py never carries nan (it would not import) or
+    a reward outside [0, 1]."""
+    try:
+        doc = yaml.safe_load(text or "") or {}
+        section = (doc.get("rewards") if isinstance(doc, dict) else None) or {}
+        raw = section.get("wcr_alpha", default) if isinstance(section, dict) else None
+        alpha = float(raw) if not isinstance(raw, bool) else None
+    except (yaml.YAMLError, TypeError, ValueError):
+        alpha = None
+    if alpha is None or not 0.0 <= alpha <= 1.0:  # also refuses nan and inf
+        raise RewardSettingError(
+            f"run {run_id}: its stored config's rewards.wcr_alpha is not a number in [0, 1]"
+        )
+    return alpha
 
 
 # ---- reward.py ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 the funnel and the run's summary line count), or a user's --where; with the default, also the
 valid verbatim records the view left out and why, for dropped.jsonl.
 
-Each selected row carries the reviewers' latest verdict (`review_verdict`, ...; issue 27),
+Each selected row carries the reviewers' latest verdict (`review_verdict`, ...),
 which the export honours after the selection, whichever it is (`export_splits.drop_reviewed`):
 a record a reviewer rejected stays out of a user's --where too, as the gates' drops do — a
 --where narrows or widens what the pipeline judged, it does not overrule a person who read
@@ -51,7 +51,7 @@ INCLUDE_REASONS = {
     "contaminated": ("contaminated",),
     "shortcuts": ("shortcut",),
     "ambiguous": ("ambiguous",),
-    "undetermined": ("shortcut_undetermined", "uniqueness_undetermined"),
+    "undetermined": ("shortcut_undetermined", "uniqueness_undetermined", "connected_undetermined"),
 }
 
 
@@ -66,12 +66,12 @@ class ExportError(RuntimeError):
 @dataclass
 class Selection:
     runs: list[dict[str, Any]]  # the runs view rows of the selected records' runs
-    # Quality gates (issue 17): the benchmark checks so far, and whether near-duplicate
+    # Quality gates: the benchmark checks so far, and whether near-duplicate
     # clusters were ever computed; both empty on a catalog built before the gates existed.
     benchmark_checks: list[dict[str, Any]] = field(default_factory=list)
     clustered: bool = False
     where: str | None = None  # the filter as run (a catalog without the views: the old one)
-    # Reviews (issue 27): whether the catalog has them (one built before has not), and the
+    # Reviews: whether the catalog has them (one built before has not), and the
     # latest verdicts over all its records, {"accept": n, "reject": n}.
     reviewed: bool = False
     reviews_overall: dict[str, int] = field(default_factory=dict)
@@ -351,7 +351,7 @@ def group_runs(counts: Iterable[tuple[str, int]], most: int) -> list[list[str]]:
 
 
 # The views the dataset card reports per selected run, in its order.
-CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls")
+CARD_VIEWS = ("funnel", "gate_funnel", "verifier_controls", "hop_funnel")
 
 
 def _run_rows(con: duckdb.DuckDBPyConnection, view: str, run_ids: list[str]) -> list[dict]:
@@ -390,6 +390,7 @@ VIEW_REASONS = {
     "ambiguous": "ambiguous_answer",
     "shortcut_undetermined": "undetermined",
     "uniqueness_undetermined": "undetermined",
+    "connected_undetermined": "undetermined",
 }
 
 

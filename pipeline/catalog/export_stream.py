@@ -1,4 +1,4 @@
-"""The second pass of an export (issue 28): the kept records' full rows, read a few runs at a
+"""The second pass of an export: the kept records' full rows, read a few runs at a
 time and written in each split's order, so an export holds one batch of full rows (plus the
 narrow keys of the first pass), never all of them.
 

@@ -108,9 +108,17 @@ def filter_relation(
     if predicate is None or not predicate.strip():
         return rel
     try:
-        return rel.filter(predicate)
+        filtered = rel.filter(predicate)
+        # a number, a string or a column would be cast to a truth value (`42` kept every row)
+        types = [str(t) for t in rel.project(predicate).types]
     except duckdb.Error as exc:
         raise UnsafeSQLError(f"filter {predicate!r} over {view}: {first_line(exc)}") from exc
+    if types != ["BOOLEAN"]:
+        raise UnsafeSQLError(
+            f"filter {predicate!r} over {view}: not a boolean expression (it is "
+            f"{', '.join(types)}); write a condition, e.g. verifier_v > 0.5"
+        )
+    return filtered
 
 
 def connect_audit(

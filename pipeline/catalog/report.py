@@ -150,20 +150,24 @@ def _gates_section(d: RunData) -> list[str]:
             "answers.",
             "",
         ]
+    lines += _search_lines(d)
     lines += ["### Verifier controls", ""]
     lines += _table(
         ["method", "records", "mean V real", "shuffled", "answer only", "off topic",
-         "AUC real vs shuffled", "AUC real vs off-topic", "answer-only V >= real V"],
+         "minus one hop", "AUC real vs shuffled", "AUC real vs off-topic",
+         "AUC real vs minus one hop", "answer-only V >= real V"],
         [
             (c["method"], c["records"], c["mean_v_real"], c["mean_v_shuffled"],
-             c["mean_v_answer_only"], c["mean_v_off_topic"], c["auc_real_vs_shuffled"],
-             c["auc_real_vs_off_topic"], c["answer_only_ge_real_share"])
+             c["mean_v_answer_only"], c["mean_v_off_topic"], c.get("mean_v_minus_hop"),
+             c["auc_real_vs_shuffled"], c["auc_real_vs_off_topic"],
+             c.get("auc_real_vs_minus_hop"), c["answer_only_ge_real_share"])
             for c in d.controls
         ],
     )  # fmt: skip
     lines += [
         "AUC 0.5: the verifier does not tell real evidence from another record's; a high "
-        "answer-only share: it rewards the answer string rather than evidence.",
+        "answer-only share: it rewards the answer string rather than evidence. Minus one hop: "
+        "the multi-hop records' chains with one hop's sentence left out (gates.connected).",
         "",
         f"![Verifier controls]({PLOT_NAMES['verifier_controls']})",
         "",
@@ -175,6 +179,28 @@ def _gates_section(d: RunData) -> list[str]:
         ),
     ]
     return lines
+
+
+def _search_lines(d: RunData) -> list[str]:
+    """What the accepted records teach a searcher: hops, obfuscated subjects, and what the
+    search gates and the question rules kept out."""
+    x, f = d.funnel_extra, d.funnel
+    accepted = f["accepted"]
+    share = lambda n: f" ({n / accepted:.0%})" if accepted else ""  # noqa: E731
+    return [
+        "### Search curriculum",
+        "",
+        f"Accepted records with two or more hops: {x['accepted_multi_hop']} of {accepted}"
+        f"{share(x['accepted_multi_hop'])}; with an obfuscated subject: "
+        f"{x['accepted_obfuscated']}{share(x['accepted_obfuscated'])}. Multi-hop records one "
+        f"search answers (gates.one_search): {x['one_search_multi_hop']}; disconnected (a hop "
+        f"that does not matter, gates.connected): {x['disconnected']}, undetermined "
+        f"{x['connected_undetermined']}; questions naming a bridge entity (bridge_leak): "
+        f"{x['bridge_leaks']}; tasks not posed because no passage states one of their hops: "
+        f"{x['unstated_hop']}; one-hop records over the single-hop cap: "
+        f"{x['single_hop_capped']}. By hops: the table below.",
+        "",
+    ]
 
 
 def _cost_lines(d: RunData) -> list[str]:

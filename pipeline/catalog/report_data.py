@@ -25,6 +25,8 @@ FUNNEL_STAGES = (
     "not_contaminated",
     "not_shortcut",
     "unique_answer",
+    "connected",
+    "needs_search",
     "accepted",
 )
 FUNNEL_LABELS = {
@@ -37,7 +39,9 @@ FUNNEL_LABELS = {
     "not_contaminated": "not contaminated",
     "not_shortcut": "shortcut gate passed",  # gates.shortcut (h >= 2 only); not undetermined
     "unique_answer": "uniqueness gate passed",  # gates.uniqueness; not undetermined
-    "accepted": "accepted (no duplicate question)",
+    "connected": "every hop matters",  # gates.connected (h >= 2 only); not undetermined
+    "needs_search": "one search is not enough",  # gates.one_search (h >= 2 only)
+    "accepted": "accepted (no duplicate, within the single-hop cap)",
 }
 CONTROLS = ("real", "shuffled", "answer_only", "off_topic")
 # Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
@@ -68,7 +72,7 @@ class RunData:
     wcr_bins: list[tuple[str, int, int, float | None]]  # bin, rollouts, correct, acc
     rejects: list[tuple[str, str, int]]
     examples: list[dict[str, Any]] = field(default_factory=list)
-    # Quality gates (issue 17): the verifier_controls rows (one per method), V per control for
+    # Quality gates: the verifier_controls rows (one per method), V per control for
     # the plot ({method: {control: [V, ...]}}), shortcut_summary, and step_costs rows.
     controls: list[dict[str, Any]] = field(default_factory=list)
     control_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
@@ -80,7 +84,7 @@ class RunData:
     # side counts (undetermined gates, duplicates, template questions).
     threshold: dict[str, Any] = field(default_factory=dict)
     funnel_extra: dict[str, int] = field(default_factory=dict)
-    # Process signals of the solver protocols (issue 16); empty dicts when the run has none.
+    # Process signals of the solver protocols; empty dicts when the run has none.
     evalact: dict[str, Any] = field(default_factory=dict)
     arr: dict[str, Any] = field(default_factory=dict)
 
@@ -139,7 +143,12 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     funnel = {s: int(f[0][s]) if f else 0 for s in FUNNEL_STAGES}
     mean_v = f[0]["mean_v"] if f else None
     mean_reward = f[0]["mean_proposer_reward"] if f else None
-    extra = ("shortcut_undetermined", "uniqueness_undetermined", "duplicates", "template_questions")
+    extra = (
+        "shortcut_undetermined", "uniqueness_undetermined", "connected_undetermined",
+        "duplicates", "template_questions", "single_hop_capped", "accepted_multi_hop",
+        "accepted_obfuscated", "disconnected", "one_search_multi_hop", "bridge_leaks",
+        "unstated_hop",
+    )  # fmt: skip
     funnel_extra = {k: int(f[0][k]) if f else 0 for k in extra}
     thr = _dicts(con, "SELECT * FROM verifier_thresholds WHERE run_id = ?", p)
     scored_v = con.execute(

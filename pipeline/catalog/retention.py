@@ -1,4 +1,4 @@
-"""Retention (issue 28): prune the runs older than a cutoff, whole or down to their records.
+"""Retention: prune the runs older than a cutoff, whole or down to their records.
 
 `plan_prune` only looks: the finished runs dated before the cutoff, never the newest run, and
 the runs still referenced (an export's manifest.json lists them, or the selector has not
@@ -41,7 +41,15 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.io import content_key, rename_durably, write_parquet_parts_atomic
+from pipeline.core.identifiers import is_identifier
+from pipeline.core.io import (
+    PathEscapeError,
+    contained,
+    content_key,
+    remove_contained,
+    rename_durably,
+    write_parquet_parts_atomic,
+)
 from pipeline.selector.run_plan import load_plan, selector_dirs
 from pipeline.selector.state import saved_iterations
 from pipeline.store.compaction import (
@@ -254,16 +262,28 @@ def export_manifests(store: Store, export_dirs: Iterable[Path] = ()) -> list[Pat
 
 
 def _partition_dirs(store: Store, run_id: str) -> list[Path]:
-    return sorted(p for p in store.root.glob(f"shards/*/run_date=*/run_id={run_id}") if p.is_dir())
+    """The run's partition folders, each a real folder of the store (one that is a symbolic
+    link out of it is refused by the io layer's containment, logged, and left out)."""
+    out = []
+    for p in sorted(store.root.glob(f"shards/*/run_date=*/run_id={run_id}")):
+        try:
+            contained(store.root, p.relative_to(store.root), verb="prune")
+        except PathEscapeError:
+            continue
+        if p.is_dir():
+            out.append(p)
+    return out
 
 
 def _run_files(store: Store, run_id: str) -> list[Path]:
-    """Every file of a run: what its manifest lines name (replaced groups not yet swept too),
-    whatever else lies in its shard folders (a killed write's leftovers), and runs/<id>/."""
+    """Every file of a run: what its manifest lines name (replaced groups not yet swept too;
+    each line's files checked to be inside the store as it was read), whatever else lies in
+    its shard folders (a killed write's leftovers), and runs/<id>/."""
     files = {store.root / f["path"] for e in store.manifest_lines(run_id) for f in e["files"]}
     for folder in [*_partition_dirs(store, run_id), store.run_dir(run_id)]:
-        files.update(folder.rglob("*"))
-    return sorted(p for p in files if p.is_file())
+        if not folder.is_symlink():
+            files.update(folder.rglob("*"))
+    return sorted(p for p in files if p.is_file() and not p.is_symlink())
 
 
 def _bulky_files(store: Store, run_id: str) -> list[tuple[Path, tuple[str, ...]]]:
@@ -338,7 +358,8 @@ def apply_prune(store: Store, plan: PrunePlan, refresh: Callable[[], object]) ->
         while dst.exists():  # an earlier prune of a run of the same id, not finished
             n += 1
             dst = trash / f"{cand.run_id}~{n}"
-        rename_durably(src, dst)  # the switch: from here on no refresh lists the run
+        # the switch: from here on no refresh lists the run
+        rename_durably(src, dst, within=store.root)
         result.runs.append(cand.run_id)
     entries = sorted(p for p in trash.glob("*") if p.is_dir()) if trash.is_dir() else []
     if not entries and not plan.unswept:
@@ -363,26 +384,32 @@ def _trash(store: Store) -> Path:
 
 
 def _empty_trash(store: Store, entry: Path) -> tuple[int, int]:
-    """Delete a trashed run's files, then its trash entry; (files, bytes) deleted."""
+    """Delete a trashed run's files, then its trash entry; (files, bytes) deleted. Every name
+    taken from its manifest, and every file found in its folders, is deleted through the io
+    layer's containment: nothing outside the store is touched whatever the files say."""
     run_id = entry.name.split("~", 1)[0]
-    named = {
-        store.root / f["path"]
-        for line in read_manifest(entry / "manifest.jsonl")
-        for f in line["files"]
-    }
+    if entry.is_symlink() or not is_identifier(run_id):  # not a folder a prune moved here
+        log.warning("%s: not a pruned run's folder; leaving it", entry)
+        return 0, 0
+    manifest = entry / "manifest.jsonl"
+    named = {f["path"] for line in read_manifest(manifest, store.root) for f in line["files"]}
     if store.run_dir(run_id).is_dir():
         # a new run took the id since: only the files the trashed run alone named
-        named -= {store.root / f["path"] for e in store.manifest_lines(run_id) for f in e["files"]}
+        named -= {f["path"] for e in store.manifest_lines(run_id) for f in e["files"]}
         folders: list[Path] = []
     else:
         folders = _partition_dirs(store, run_id)
         for folder in folders:
-            named.update(folder.rglob("*"))
+            named.update(str(p.relative_to(store.root)) for p in folder.rglob("*"))
     files, size = 0, 0
-    for path in sorted(p for p in named if p.is_file()):
-        size += path.stat().st_size
-        path.unlink()
-        files += 1
+    for name in sorted(named):
+        path = store.root / name
+        if not path.is_file() or path.is_symlink():
+            continue
+        size_of = path.stat().st_size
+        if remove_contained(store.root, name, source=manifest) is not None:
+            size += size_of
+            files += 1
     for folder in folders:
         _remove_empty(folder)
         _remove_empty(folder.parent)  # run_date=<d>, when no other run is left in it

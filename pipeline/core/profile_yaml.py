@@ -1,4 +1,4 @@
-"""Profiles and `--set` values are untrusted input (issue 30): a YAML loader with alias
+"""Profiles and `--set` values are untrusted input: a YAML loader with alias
 expansion, nesting and size bounded, and a reader that takes only a regular UTF-8 text file.
 Every refusal is one ConfigError line naming the file (the CLI prints it, exit 2)."""
 

@@ -116,8 +116,10 @@ class Propose(Step):
         assert gold is not None
 
         def answerable(pairs: Sequence[tuple[Target, str]]) -> list[bool]:
-            items = [VerifierItem(owner.get(id(t), f"candidate:{k}"), q, t.answer, t.evidence)
-                     for k, (t, q) in enumerate(pairs)]  # fmt: skip
+            items = [
+                VerifierItem(owner.get(id(t), f"candidate:{k}"), q, t.answer, t.chain_evidence)
+                for k, (t, q) in enumerate(pairs)
+            ]
             res = gold.run(ctx, items, [t.aliases for t, _ in pairs], st.seed)
             return [bool(r.columns["gold_correct"]) for r in res]
 
@@ -148,7 +150,7 @@ class Solve(Step):
             p, t = st.proposed[i].proposal, st.targets[i]
             st.tasks[i] = SolverTask(
                 st.rids[i], p.question, p.answer,
-                p.evidence if p.evidence_status == "verbatim" else None,
+                t.chain_evidence if p.evidence_status == "verbatim" else None,
                 p.evidence_passage_id, [[w] for w in t.waypoints], t.aliases,
             )  # fmt: skip
         if idx:
@@ -217,8 +219,11 @@ class Verify(Step):
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         st.ver_idx = [i for i in st.solved if st.proposed[i].proposal.evidence_status == "verbatim"]
         ps = [st.proposed[i].proposal for i in st.ver_idx]
-        st.ver_items = [VerifierItem(st.rids[i], p.question, p.answer, p.evidence)
-                        for i, p in zip(st.ver_idx, ps, strict=True)]  # fmt: skip
+        # the whole chain is the evidence a verified answer may rest on
+        st.ver_items = [
+            VerifierItem(st.rids[i], p.question, p.answer, st.targets[i].chain_evidence or "")
+            for i, p in zip(st.ver_idx, ps, strict=True)
+        ]
         if not st.ver_items:
             return 0, 0
         estimators, primary = self.method.estimators, self.method.primary
@@ -234,13 +239,16 @@ class Verify(Step):
 @register
 @dataclass(frozen=True)
 class GoldEvidence(Step):
-    """Can the solver answer at all when handed the gold evidence? The shortcut and
-    uniqueness gates judge only records it answers (the others are `undetermined`)."""
+    """Can the solver answer at all when handed the gold evidence chain? The shortcut,
+    uniqueness and connected gates judge only records it answers (the others are
+    `undetermined`). Sampling decides first; where no sample is right, the verifier's
+    teacher-forced scores decide (the chain raises log P(answer)), and `gold_decided_by` says
+    which one did: a 270M model rarely writes a three-hop answer, yet scores it."""
 
     gold: GoldCheck
     name = "gold_evidence"
-    reads = ("ver_items", "targets")
-    adds = ("gates", "gold_correct", "gold_n")
+    reads = ("ver_items", "targets", "by_method")
+    adds = ("gates", "gold_correct", "gold_n", "gold_decided_by")
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> GoldEvidence:
@@ -250,13 +258,19 @@ class GoldEvidence(Step):
         st.gates = {i: GateResult() for i in range(len(st))}
         res = self.gold.run(ctx, st.ver_items, [st.targets[i].aliases for i in st.ver_idx],
                             st.seed)  # fmt: skip
-        for i, r in zip(st.ver_idx, res, strict=True):
+        tf = st.by_method.get("teacher_forced")
+        for k, (i, r) in enumerate(zip(st.ver_idx, res, strict=True)):
+            c = r.columns
+            if c["gold_correct"]:
+                c["gold_decided_by"] = "sampling"
+            elif tf is not None and tf[k].v > 0:
+                c["gold_decided_by"] = "teacher_forced"
             st.gates[i] = r
-        return len(res), sum(bool(r.columns["gold_correct"]) for r in res)
+        return len(res), sum(_answerable(st, i) for i in st.ver_idx)
 
 
 def _answerable(st: ShardState, i: int) -> bool:
-    return bool(st.gates[i].columns["gold_correct"])
+    return st.gates[i].columns["gold_decided_by"] is not None
 
 
 @register
@@ -335,8 +349,8 @@ class Uniqueness(Gate):
 @register
 @dataclass(frozen=True)
 class Controls(Step):
-    """V again with evidence that should not help (another record's, the answer alone, an
-    off-topic passage): the run's V bar comes from these (`gates.controls`)."""
+    """V again with evidence that should not help (another record's chain, the answer alone,
+    an off-topic chain): the run's V bar comes from these (`gates.controls`)."""
 
     share: float
     sampling: VerifierRun  # the verifier's settings; methods and seed are set per shard
@@ -365,6 +379,7 @@ class Controls(Step):
             [st.items[i].cluster_id for i in st.ver_idx],
             [{m: st.by_method[m][k] for m in methods} for k in range(len(st.ver_idx))],
             self.share,
+            [st.targets[i].hops for i in st.ver_idx],
         )
         vr = replace(self.sampling, methods=methods, seed=st.seed + VERIFIER_SEED)
         controls = verifier_controls(
@@ -377,5 +392,5 @@ class Controls(Step):
                 st.gates[i].columns.update(
                     {k: val for k, val in c.columns.items() if k.startswith("v_")}
                 )
-                st.gates[i].controls = c.controls
+                st.gates[i].controls += c.controls
         return len(subjects), len(subjects)

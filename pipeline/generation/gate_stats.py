@@ -1,4 +1,4 @@
-"""Pure statistics of the generation-time gates (issue 17 items 3-5): shortcut and uniqueness
+"""Pure statistics of the generation-time gates: shortcut and uniqueness
 flags, the controls' derangement, and the AUC of real vs control verifier scores.
 
 No model, no I/O: `pipeline.generation.gates` feeds them the solver's and verifier's outputs,
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from sklearn.metrics import roc_auc_score
 
-from pipeline.agents.rewards import normalize
+from pipeline.agents.rewards import contains, normalize
 
 
 def accuracy(correct: Sequence[bool]) -> float | None:
@@ -113,3 +113,45 @@ def leakage_share(real: Sequence[float], answer_only: Sequence[float]) -> float 
     if not real:
         return None
     return sum(a >= r for r, a in zip(real, answer_only, strict=True)) / len(real)
+
+
+def connectedness(
+    full: float, without_each_hop: Sequence[float], redundant: Sequence[bool]
+) -> tuple[bool, str] | None:
+    """Connected reasoning (MuSiQue): (disconnected, decided_by) of a chain. A hop does not
+    matter when its sentence can be left out without lowering log P(answer | question,
+    evidence) -- `full` with every hop, `without_each_hop` without each in turn -- *and* the
+    other sentences still state its link (`redundant`, `redundant_hops`). A small model's
+    scores often ignore the early hops of a chain that needs them (the final sentence holds
+    the answer); where the text shows such a hop is the only link, the scores cannot decide
+    and the rule does ("rules"); "teacher_forced" where the scores decided (every hop lowers
+    P(answer), or a hop that does not is redundant in the text too). None: fewer than two
+    hops, nothing to compare."""
+    if len(without_each_hop) < 2:
+        return None
+    lowered = [lp < full for lp in without_each_hop]
+    disconnected = any(not low and red for low, red in zip(lowered, redundant, strict=True))
+    return disconnected, "teacher_forced" if all(lowered) or disconnected else "rules"
+
+
+def redundant_hops(links: Sequence[tuple[Sequence[str], Sequence[str], str]]) -> list[bool]:
+    """Per hop, whether another hop's sentence also names both its subject and its object:
+    with that hop left out, the chain still states its link (two hops read off one sentence,
+    or a final sentence that names the start entity). `links`: (subject forms, object forms,
+    sentence) per hop."""
+    out = []
+    for j, (subject, obj, _) in enumerate(links):
+        others = [text for k, (_, _, text) in enumerate(links) if k != j]
+        out.append(any(_names(t, subject) and _names(t, obj) for t in others))
+    return out
+
+
+def _names(text: str, forms: Sequence[str]) -> bool:
+    return any(contains(text, f) for f in forms if f)
+
+
+def leaks_in_top_k(passages: Sequence[str], wanted: Sequence[Sequence[str]], found) -> bool:
+    """Search necessity (InfoSeek): one search's passages hold every one of `wanted` (each a
+    group of accepted forms: the answer's, or for a comparison each compared value's);
+    `found(text, forms)` says whether a text holds any of the forms."""
+    return bool(wanted) and all(any(found(p, forms) for p in passages) for forms in wanted)

@@ -1,4 +1,4 @@
-"""The LLM quality gates of a shard (issue 17 items 3-4), run right after the verifier.
+"""The LLM quality gates of a shard, run right after the verifier.
 
 Both reuse the agents rather than copying them: the shortcut check is `solve()` with the
 search tool disabled (closed book) and with a search budget of 1, the controls are
@@ -55,6 +55,7 @@ class GateResult:
 GATE_COLUMNS = (
     "gold_n",
     "gold_correct",
+    "gold_decided_by",
     "closed_book_accuracy",
     "one_search_accuracy",
     "shortcut",
@@ -62,6 +63,12 @@ GATE_COLUMNS = (
     "answer_candidates",
     "unique_answer",
     "uniqueness_verdict",
+    "one_search_answerable",
+    "one_search_verdict",
+    "hop_drop_logprobs",
+    "disconnected",
+    "connected_decided_by",
+    "connected_verdict",
     "v_shuffled",
     "v_answer_only",
     "v_off_topic",
@@ -200,6 +207,7 @@ class ControlSubject:
     item: VerifierItem
     cluster_id: int
     verified: dict[str, VerifierResult]  # method -> its real result
+    hops: int = 1  # the off-topic control's chain has as many sentences as the record's
 
 
 @dataclass(frozen=True)
@@ -219,10 +227,12 @@ def control_subjects(
     clusters: Sequence[int],
     verified: Sequence[dict[str, VerifierResult]],
     share: float,
+    hops: Sequence[int] | None = None,
 ) -> list[ControlSubject]:
+    hops = hops or [1] * len(items)
     return [
-        ControlSubject(it, c, v)
-        for it, c, v in zip(items, clusters, verified, strict=True)
+        ControlSubject(it, c, v, h)
+        for it, c, v, h in zip(items, clusters, verified, hops, strict=True)
         if in_sample(it.record_id, share)
     ]
 
@@ -231,23 +241,25 @@ def verifier_controls(
     gen: Generator,
     subjects: Sequence[ControlSubject],
     pool: Sequence[VerifierItem],
-    off_topic: Callable[[str, int], tuple[str, str, int] | None],
+    off_topic: Callable[[str, int, int], tuple[str, str, int] | None],
     shots: Sequence[FewShot],
     vr: VerifierRun,
     render: Render,
     now: dt.datetime,
     run_id: str,
 ) -> dict[str, GateResult]:
-    """V of each subject again with (a) another record's evidence, (b) the answer alone and
-    (c) an off-topic passage, per verifier method, with p₋ (or log P(a|q)) reused from the
+    """V of each subject again with (a) another record's evidence chain, (b) the answer alone
+    and (c) an off-topic chain (a sentence of another cluster's passage per hop), per verifier
+    method, with p₋ (or log P(a|q)) reused from the
     real run so a control differs from the real V only through the evidence.
 
     `teacher_forced_pmi` is derived from the teacher-forced control scores (each subject's
     `verified` then holds "teacher_forced" too, as the Controls step gives it). `pool` is every
     verified record of the shard: the shuffled evidence follows a derangement
     of it, so with two or more verified records every subject gets another record's evidence.
-    `off_topic(record_id, cluster_id)` returns (text, passage id, cluster) of a passage of
-    another cluster, or None when the run has only one cluster."""
+    `off_topic(record_id, cluster_id, hops)` returns (text, first passage id, its cluster):
+    one sentence of each of `hops` passages of other clusters, or None when the run has only
+    one cluster."""
     shuffle = derangement(len(pool), vr.seed) if len(pool) >= 2 else None
     pos = {it.record_id: k for k, it in enumerate(pool)}
     jobs: list[tuple[ControlSubject, str, VerifierItem, dict]] = []
@@ -260,7 +272,7 @@ def verifier_controls(
                  {"evidence_record_id": other.record_id})
             )  # fmt: skip
         jobs.append((s, "answer_only", replace(it, evidence=it.answer), {}))
-        far = off_topic(it.record_id, s.cluster_id)
+        far = off_topic(it.record_id, s.cluster_id, s.hops)
         if far is not None:
             text, pid, cluster = far
             jobs.append(
@@ -271,7 +283,7 @@ def verifier_controls(
     for s in subjects:
         for method, real in s.verified.items():
             out[s.item.record_id].controls.append(
-                _control_row(s.item, method, "real", s.item.evidence, real, {}, run_id, now)
+                control_row(s.item, method, "real", s.item.evidence, real, {}, run_id, now)
             )
     items = [item for _, _, item, _ in jobs]
     tf: list[VerifierResult] | None = None  # one score call serves teacher_forced and _pmi
@@ -295,7 +307,7 @@ def verifier_controls(
         for (s, control, item, extra), r in zip(jobs, res, strict=True):
             g = out[s.item.record_id]
             g.controls.append(
-                _control_row(item, method, control, item.evidence, r, extra, run_id, now)
+                control_row(item, method, control, item.evidence, r, extra, run_id, now)
             )
             if method == vr.methods[0]:  # the run's primary method fills the curriculum columns
                 g.columns[_V_COLUMN[control]] = r.v
@@ -316,7 +328,7 @@ def _shuffled_partner(
     return None
 
 
-def _control_row(
+def control_row(
     item: VerifierItem,
     method: str,
     control: str,
@@ -335,6 +347,7 @@ def _control_row(
         "evidence_record_id": extra.get("evidence_record_id"),
         "evidence_passage_id": extra.get("evidence_passage_id"),
         "evidence_cluster_id": extra.get("evidence_cluster_id"),
+        "dropped_hop": extra.get("dropped_hop"),
         "p_pos": r.p_pos,
         "p_neg": r.p_neg,
         "v": r.v,

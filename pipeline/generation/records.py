@@ -42,6 +42,7 @@ class Scored:
     difficulty: float | None
     reward: float
     v_threshold_quantile: float
+    single_hop_share: float
 
     @property
     def proposal(self) -> Proposal:
@@ -82,17 +83,42 @@ def plan_columns(s: Scored) -> dict[str, Any]:
         "source_title": s.title,
         "cluster_id": item.cluster_id,
         "task_type": item.task_type,
-        "hop_count": item.hop_count,
+        "hop_count": t.hops,
+        "planned_hops": item.hop_count,
         "subgraph_id": sg["subgraph_id"] if sg else None,
-        "kg_path": t.path if sg else None,
-        "waypoints": t.waypoints if sg else None,
+        "kg_path": t.path,
+        "waypoints": t.waypoints or None,
     }
+
+
+# How each kind of target fixed its answer (the curriculum's evidence_mode).
+EVIDENCE_MODES = {
+    "kg": "kg_path",
+    "passage": "passage_span",
+    "bridge": "passage_bridge",
+    "comparison": "passage_comparison",
+}
+
+
+def chain_rows(t: Target) -> list[dict[str, Any]] | None:
+    """The evidence chain as the curriculum stores it (null for a task not posed)."""
+    if not t.chain:
+        return None
+    return [
+        {"hop": k, "passage_id": h.passage_id, "char_start": h.start, "char_end": h.end,
+         "text": h.text, "subject": h.subject, "relation": h.relation, "object": h.object,
+         "source": h.source}
+        for k, h in enumerate(t.chain, 1)
+    ]  # fmt: skip
 
 
 def target_columns(s: Scored) -> dict[str, Any]:
     t, pr = s.target, s.proposed
     return {
-        "evidence_mode": "kg_path" if t.kind == "kg" else "passage_span",
+        "evidence_mode": EVIDENCE_MODES[t.kind],
+        "evidence_chain": chain_rows(t) if t.posed else None,
+        "question_style": t.style if t.posed else None,
+        "missing_hop": t.missing_hop,
         "answer_aliases": list(t.aliases),
         "answer_span_kind": t.span_kind,
         "question_source": pr.question_source,
@@ -155,6 +181,7 @@ def reward_columns(s: Scored) -> dict[str, Any]:
         "brevity": s.brevity,
         "proposer_reward": s.reward,
         "v_threshold_quantile": s.v_threshold_quantile,
+        "single_hop_share": s.single_hop_share,
         "prompt": s.prompt,
     }
 

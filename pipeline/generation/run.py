@@ -24,6 +24,8 @@ from pipeline.core.config import PipelineConfig
 from pipeline.core.io import atomic_write_bytes, utcnow
 from pipeline.executors.base import Executor, LocalExecutor, Progress, WorkerStatus
 from pipeline.generation.shards import GenerationContext, process_shard, rows_by_cluster
+from pipeline.kg.descriptions import Description
+from pipeline.kg.entity_facts import EntityFacts
 from pipeline.selector.run_plan import Plan, PlanItem
 from pipeline.store.store import ShardFile, Store
 
@@ -68,6 +70,10 @@ class GenerationStep:
     run_date: dt.date
     index_dir: Path
     subgraphs: dict[str, dict] = field(default_factory=dict)
+    # What the graph says of the plan's passage entities (two-passage tasks), and descriptions
+    # that single out its entities (obfuscated subjects): read once by the driver.
+    facts: EntityFacts | None = None
+    descriptions: dict[str, list[Description]] = field(default_factory=dict)
     # The plan's passage rows by cluster, for the off-topic verifier control (computed by the
     # driver, so a worker never reads the plan back from the store).
     cluster_rows: dict[int, list[int]] | None = None
@@ -97,6 +103,8 @@ class GenerationStep:
             shots=load_few_shot(cfg.resolve_path(cfg.generation.few_shot)),
             kg_shots=load_kg_shots(cfg.resolve_path(cfg.generation.kg_few_shot)),
             subgraphs=self.subgraphs,
+            facts=self.facts,
+            descriptions=self.descriptions,
             render=make_renderer(cfg),
             cluster_rows=self.cluster_rows,
         )

@@ -13,15 +13,20 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 
+from pipeline.agents.chains import kg_targets
+from pipeline.agents.composed import two_passage_target
+from pipeline.agents.evidence import Span, sentences
 from pipeline.agents.prompts import FewShot, KGShot
 from pipeline.agents.proposer import ProposerSettings
 from pipeline.agents.rewards import brevity, difficulty, format_score, proposer_reward
-from pipeline.agents.targets import Target, kg_targets, passage_target
+from pipeline.agents.targets import Target, obfuscate, passage_target
 from pipeline.core.config import PipelineConfig, RewardConfig
 from pipeline.core.io import utcnow
-from pipeline.generation import builtin_steps  # noqa: F401  (registers the built-in steps)
+from pipeline.generation import builtin_steps, search_gates  # noqa: F401  (register the steps)
 from pipeline.generation.records import Provenance, Scored, curriculum_row, proposer_row
 from pipeline.generation.steps import REGISTRY, ShardState, Step, StepRunner, check_order, register
+from pipeline.kg.descriptions import Description
+from pipeline.kg.entity_facts import EntityFacts
 from pipeline.llm.base import Generator
 from pipeline.llm.chat import Render, plain
 from pipeline.retrieval.base import RetrieverBackend
@@ -31,8 +36,8 @@ from pipeline.store.store import Store
 log = logging.getLogger(__name__)
 
 # The built-in steps in order; custom gates (gates.custom) go in before the last two.
-BUILTIN = ("propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness", "controls",
-           "rows")  # fmt: skip
+BUILTIN = ("propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness", "connected",
+           "one_search", "controls", "rows")  # fmt: skip
 
 
 def stable_int(*parts: object) -> int:
@@ -57,6 +62,10 @@ class GenerationContext:
     kg_shots: list[KGShot] = field(default_factory=list)  # worked KG questions
     # KG subgraphs by id (from the kg stage), offered to the proposer when linked.
     subgraphs: dict[str, dict] = field(default_factory=dict)
+    # The plan's passage entities' facts (two-passage tasks) and descriptions of entities that
+    # the graph makes unique (obfuscated subjects), by qid.
+    facts: EntityFacts | None = None
+    descriptions: dict[str, list[Description]] = field(default_factory=dict)
     # First prompt of every call -> what the model sees (plain text or its chat template).
     render: Render = plain
     # cluster id -> passage rows of the run's plan, for the off-topic verifier control; None:
@@ -67,23 +76,25 @@ class GenerationContext:
 
     def off_topic_picker(
         self, items: Sequence[PlanItem]
-    ) -> Callable[[str, int], tuple[str, str, int] | None]:
-        """(record id, cluster) -> a passage of another cluster of the run's plan, chosen by
-        a hash of the record id: the off-topic control's evidence, on a subject the record's
-        own cluster does not cover."""
+    ) -> Callable[[str, int, int], tuple[str, str, int] | None]:
+        """(record id, cluster, hops) -> an off-topic chain: the first sentence of each of
+        `hops` passages of other clusters of the run's plan, from a start chosen by a hash of
+        the record id (subjects the record's own cluster does not cover), with the first
+        passage's id and cluster."""
         if self.cluster_rows is None:
             plan = load_plan(self.store, self.run_id)
             self.cluster_rows = rows_by_cluster(plan.items if plan else items)
         flat = sorted((c, row) for c, rows in self.cluster_rows.items() for row in rows)
 
-        def pick(record_id: str, cluster: int) -> tuple[str, str, int] | None:
+        def pick(record_id: str, cluster: int, hops: int = 1) -> tuple[str, str, int] | None:
             start = stable_int(record_id, "off_topic") % len(flat) if flat else 0
-            for k in range(len(flat)):  # the first entry of another cluster from a hashed start
-                c, row = flat[(start + k) % len(flat)]
-                if c != cluster:
-                    pid, title, text = self.retriever.passages.get([row])[0]
-                    return (f"{title}: {text}" if title else text), pid, c
-            return None  # one cluster only: no off-topic control
+            far = [flat[(start + k) % len(flat)] for k in range(len(flat))]
+            far = [(c, row) for c, row in far if c != cluster][:hops]
+            if not far:
+                return None  # one cluster only: no off-topic control
+            found = self.retriever.passages.get([row for _, row in far])
+            text = " ".join(next(iter(sentences(x)), Span(x, 0, len(x))).text for _, _, x in found)
+            return text, found[0][0], far[0][0]
 
         return pick
 
@@ -120,29 +131,91 @@ def build_targets(
     passages: Sequence[tuple[str, str, str]],
     rids: Sequence[str],
 ) -> list[Target]:
-    """Each slot's answer and evidence before any question: the KG path's end entity where a
-    subgraph is linked (one search batch for the shard), else a span of the source passage
-    chosen by task type and a hash of the record id."""
+    """Each slot's answer and evidence chain before any question: the KG sub-path's end
+    entity with a stated sentence per hop where a subgraph is linked (one search batch for the
+    shard); else, for a slot drawn with two or more hops, a bridge or a comparison of two
+    passages where the graph allows; else a span of the source passage. Then the share of
+    slots whose start entity the question describes instead of naming."""
     kg_idx = [i for i, sg in enumerate(graphs) if sg is not None]
-    kg = kg_targets(
-        ctx.retriever,
-        [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx],
-        [graphs[i].get("answer_aliases") or [] for i in kg_idx],
-        ctx.cfg.generation.evidence_topk,
+    aliases = {q: a for i in kg_idx for q, a in (graphs[i].get("aliases") or {}).items()}
+    k = ctx.cfg.generation.evidence_topk
+    items_kg = [(graphs[i], items[i].hop_count, passages[i]) for i in kg_idx]
+    by_slot: dict[int, Target] = dict(
+        zip(kg_idx, kg_targets(ctx.retriever, items_kg, aliases, k), strict=True)
     )
-    by_slot = dict(zip(kg_idx, kg, strict=True))
+    by_slot.update(composed_targets(ctx, items, passages, rids, set(kg_idx)))
     seen: set[tuple[str | None, str | None, str | None]] = set()
     out = []
     for i, it in enumerate(items):
         t = by_slot.get(i) or passage_target(
             passages[i], it.task_type, stable_int(rids[i], "answer")
         )
-        key = (t.facts or t.answer, t.passage_id, t.evidence)
-        if t.posed and key in seen:  # one subgraph linked to several slots: ask it once
+        t = described(ctx, t, rids[i])
+        if t.posed and _key(t) in seen and graphs[i] is not None:
+            # one subgraph linked to several slots: another length of its path, if one is new
+            hops = [h for h in (it.hop_count - 1, it.hop_count + 1, 1, 2, 3, 4) if 1 <= h <= 4]
+            others = kg_targets(
+                ctx.retriever, [(graphs[i], h, passages[i]) for h in hops], aliases, k
+            )
+            t = next((o for o in others if o.posed and _key(o) not in seen), t)
+            t = described(ctx, t, rids[i])
+        if t.posed and _key(t) in seen:  # the same question again: ask it once
             t = replace(t, reason="duplicate_target")
-        seen.add(key)
+        seen.add(_key(t))
         out.append(t)
     return out
+
+
+def _key(t: Target) -> tuple[str | None, str | None, str | None]:
+    return (t.facts or t.answer, t.passage_id, t.evidence)
+
+
+def composed_targets(
+    ctx: GenerationContext,
+    items: Sequence[PlanItem],
+    passages: Sequence[tuple[str, str, str]],
+    rids: Sequence[str],
+    taken: set[int],
+) -> dict[int, Target]:
+    """Bridge or comparison targets for the passage slots drawn with two or more hops (a
+    comparison first for the comparison task type, a bridge first otherwise), reading the
+    articles they may draw on in one lookup."""
+    facts = ctx.facts
+    if facts is None or not ctx.cfg.generation.two_passage:
+        return {}
+    slots = [
+        (i, e)
+        for i, it in enumerate(items)
+        if i not in taken and it.hop_count >= 2 and (e := facts.about(passages[i][0])) is not None
+    ]
+    wanted: set[str] = set()
+    for _, e in slots:
+        wanted.update(e.passage_ids)
+        for f in e.facts:
+            wanted.update(f.passage_ids)
+            for q in facts.partners.get((e.qid, f.pid), []):
+                wanted.update(facts.entities[q].passage_ids if q in facts.entities else ())
+    texts = ctx.retriever.passages.by_ids(sorted(wanted))
+    out = {}
+    for i, e in slots:
+        pick = stable_int(rids[i], "composed")
+        t = two_passage_target(passages[i], e, facts, texts, items[i].task_type, pick)
+        if t is not None:
+            out[i] = t
+    return out
+
+
+def described(ctx: GenerationContext, t: Target, rid: str) -> Target:
+    """The target with its start entity described instead of named, for the configured share
+    of slots (by record-id hash) whose start entity the graph can single out."""
+    share = ctx.cfg.generation.obfuscation_share
+    if not t.posed or t.path is None or t.kind not in ("kg", "bridge") or share <= 0:
+        return t
+    if stable_int(rid, "style") % 10_000 >= share * 10_000:
+        return t
+    start = t.path["nodes"][0]
+    texts = [d.text for d in ctx.descriptions.get(start["id"], [])]
+    return obfuscate(t, start.get("label") or start["id"], texts) if texts else t
 
 
 def build_steps(cfg: PipelineConfig) -> list[Step]:
@@ -194,6 +267,7 @@ class Rows(Step):
 
     rewards: RewardConfig
     v_quantile: float
+    single_hop_share: float
     proposer: ProposerSettings  # what proposer_rollouts records of it (the seed is the shard's)
     config_hash: str
     name = "rows"
@@ -202,8 +276,8 @@ class Rows(Step):
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Rows:
-        return cls(cfg.rewards, cfg.gates.v_quantile, ProposerSettings.from_config(cfg),
-                   cfg.config_hash())  # fmt: skip
+        return cls(cfg.rewards, cfg.gates.v_quantile, cfg.gates.single_hop_share,
+                   ProposerSettings.from_config(cfg), cfg.config_hash())  # fmt: skip
 
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         r, gen, run_id, now = self.rewards, ctx.generator, ctx.run_id, st.now
@@ -227,7 +301,8 @@ class Rows(Step):
                 roll.tool_responses,
             )  # fmt: skip
             sol, ver = st.solved.get(i), st.verified.get(i)
-            ev_tokens = gen.count_tokens(p.evidence) if p.evidence_status == "verbatim" else None
+            chain = st.targets[i].chain_evidence  # B(e) counts the whole chain
+            ev_tokens = gen.count_tokens(chain) if p.evidence_status == "verbatim" else None
             b = brevity(ev_tokens, r.l_max) if ev_tokens is not None else None
             r_dz = difficulty(sol.k, sol.n) if sol else None
             # Protocol failures (invalid q/a or evidence not verbatim) earn ½F_fmt only.
@@ -236,7 +311,7 @@ class Rows(Step):
                                      b or 0.0, r.lambda_v, r.lambda_b)  # fmt: skip
             scored = Scored(
                 st.items[i], st.graphs[i], st.targets[i], st.rids[i], st.titles[i], res, fmt,
-                sol, ver, ev_tokens, b, r_dz, reward, self.v_quantile,
+                sol, ver, ev_tokens, b, r_dz, reward, self.v_quantile, self.single_hop_share,
             )  # fmt: skip
             columns = {**st.gates[i].columns, "gate_verdicts": st.verdicts.get(i, [])}
             t["curriculum"].append(curriculum_row(scored, provenance, columns))

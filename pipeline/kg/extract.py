@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from pipeline.core.io import (
     utcnow,
     write_parquet_atomic,
 )
+from pipeline.kg.descriptions import Description, describe
 from pipeline.kg.dump import (
     FORMAT_VERSION,
     DumpError,
@@ -39,6 +41,7 @@ from pipeline.kg.dump import (
     part_files,
     read_report,
 )
+from pipeline.kg.entity_facts import EntityFacts, entity_facts
 from pipeline.kg.graph import KnowledgeGraph, RelationFilter
 from pipeline.kg.subgraph_stats import format_stats, subgraph_stats
 from pipeline.kg.subgraphs import (
@@ -165,11 +168,26 @@ class ExtractResult:
         return read_shard(self.subgraphs_path, "subgraphs")
 
     def subgraphs_for_generation(self) -> list[dict]:
-        """Subgraph rows with `answer_aliases`: the answer item's aliases from the entities
-        table (read for those items only), so a passage that writes the answer another way
-        still supports it."""
+        """Subgraph rows with `answer_aliases` (the answer item's aliases) and `aliases` (every
+        path node's, by id), from the entities table read for those items only: a passage
+        that writes a hop's object another way still states the hop."""
         graphs = self.read_subgraphs().to_pylist()
-        qids = sorted({g["answer_qid"] for g in graphs if g["answer_qid"]})
+        qids = sorted({n["id"] for g in graphs for n in g["target_path"]["nodes"]})
+        aliases = self.aliases(qids)
+        return [
+            {
+                **g,
+                "answer_aliases": aliases.get(g["answer_qid"], []),
+                "aliases": {
+                    n["id"]: aliases[n["id"]]
+                    for n in g["target_path"]["nodes"]
+                    if aliases.get(n["id"])
+                },
+            }
+            for g in graphs
+        ]
+
+    def aliases(self, qids: list[str]) -> dict[str, list[str]]:
         rows = (
             pq.read_table(
                 self.entities_path, columns=["qid", "aliases"], filters=[("qid", "in", qids)]
@@ -177,8 +195,15 @@ class ExtractResult:
             if qids
             else []
         )
-        aliases = {r["qid"]: r["aliases"] or [] for r in rows}
-        return [{**g, "answer_aliases": aliases.get(g["answer_qid"], [])} for g in graphs]
+        return {r["qid"]: r["aliases"] or [] for r in rows}
+
+    def entity_facts(self, passage_ids: Iterable[str], properties: Iterable[str]) -> EntityFacts:
+        """What the graph says of the entities these passages are about (two-passage tasks)."""
+        return entity_facts(self.ingest_dir, self.entities_path, passage_ids, properties)
+
+    def descriptions(self, qids: Iterable[str]) -> dict[str, list[Description]]:
+        """Descriptions of these items that single each out in the graph (obfuscation)."""
+        return describe(self.ingest_dir, qids)
 
     @classmethod
     def load(cls, out: Path, key: str, ingest_dir: Path, entities_path: Path) -> ExtractResult:

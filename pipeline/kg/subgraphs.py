@@ -23,6 +23,7 @@ from pipeline.core.contracts import conform
 from pipeline.core.io import utcnow
 from pipeline.kg.answer_types import answer_types
 from pipeline.kg.graph import Candidate, KnowledgeGraph
+from pipeline.kg.valency import MANY_VALUED
 from pipeline.llm.base import Generator, SamplingParams
 
 PROMPT_VERSION = "kg-select-v2"
@@ -68,6 +69,9 @@ class ExpansionSettings:
     # are offered from that length on, so lengths spread over the range as in the paper's
     # training pool instead of piling up at min_hops. The LLM still picks every edge.
     balance_lengths: bool = True
+    # Path hops only through relations a question can chain through (a path of "shares
+    # border with" hops asks about no single thing); distractor branches may use any.
+    chainable_only: bool = True
 
     @classmethod
     def from_config(cls, kg: Any, seed: int = 0) -> ExpansionSettings:
@@ -79,6 +83,7 @@ class ExpansionSettings:
             distractors_min=kg.distractors_min,
             distractors_max=kg.distractors_max,
             seed=seed,
+            chainable_only=kg.chainable_paths,
         )
 
 
@@ -155,9 +160,14 @@ def parse_choice(text: str, n_options: int, allow_stop: bool = True) -> int | No
 
 
 def _viable(
-    c: Candidate, needed: int, seen: frozenset[str], cache: dict[str, list[Candidate]]
+    c: Candidate,
+    needed: int,
+    seen: frozenset[str],
+    cache: dict[str, list[Candidate]],
+    chainable_only: bool = False,
 ) -> bool:
-    """Can a path that takes `c` still grow `needed` more hops without revisiting a node?"""
+    """Can a path that takes `c` still grow `needed` more hops without revisiting a node (and,
+    with `chainable_only`, through single-valued relations alone)?"""
     if needed == 0:
         return True
     if c.is_literal or c.target_outdeg == 0:
@@ -169,7 +179,8 @@ def _viable(
     return any(
         n.target_id not in seen
         and n.target_label.casefold() not in seen
-        and _viable(n, needed - 1, seen, cache)
+        and not (chainable_only and n.pid in MANY_VALUED)
+        and _viable(n, needed - 1, seen, cache, chainable_only)
         for n in nxt
     )
 
@@ -182,7 +193,9 @@ def offer(
     cache: dict[str, list[Candidate]] | None = None,
 ) -> list[Candidate]:
     """At most `max_candidates` edges to offer: no cycles (by id or by label), no dead ends
-    before `min_hops`, corpus-linked and well-known targets first, relations interleaved."""
+    before `min_hops`, with `chainable_only` no relation a question cannot chain through
+    (`valency.MANY_VALUED`), corpus-linked and well-known targets first, relations
+    interleaved."""
     seen = frozenset(path.node_ids) | {label.casefold() for _, label in path.nodes}
     needed = max(0, s.min_hops - path.hops - 1)
     may_end = path.hops + 1 >= max(path.target_hops, s.min_hops)
@@ -190,9 +203,9 @@ def offer(
     for c in cands:
         if c.target_id in seen or c.target_label.casefold() in seen:
             continue
-        if (c.pid, c.target_id) in keys:
+        if (c.pid, c.target_id) in keys or (s.chainable_only and c.pid in MANY_VALUED):
             continue
-        if needed and not _viable(c, needed, seen, cache or {}):
+        if needed and not _viable(c, needed, seen, cache or {}, s.chainable_only):
             continue
         if c.is_literal and not may_end:
             continue

@@ -1,3 +1,3 @@
-"""Quality gates over the landed catalog (issue 17): benchmark decontamination and
+"""Quality gates over the landed catalog: benchmark decontamination and
 near-duplicate questions. They read records, write their own committed tables under
 `<store.out_dir>/quality/`, and never regenerate or change a record."""

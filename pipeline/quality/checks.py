@@ -1,7 +1,7 @@
 """Run the quality checks over the landed catalog and commit their tables, a night at a time.
 
 Both checks remember what they have checked, so a pass reads and compares only the records of
-runs it has not seen, and leaves the tables a full recheck would (issue 28); `full=True`
+runs it has not seen, and leaves the tables a full recheck would; `full=True`
 (`--full`) recomputes everything from the catalog.
 
 - `decontaminate_catalog`: per benchmark file, the runs checked with the same file (sha256)

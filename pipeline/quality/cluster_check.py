@@ -1,4 +1,4 @@
-"""The near-duplicate check over the landed catalog, a night at a time (issue 28):
+"""The near-duplicate check over the landed catalog, a night at a time:
 `cluster_catalog`. A run's questions are MinHashed once (`question_minhash/<run_id>.parquet`:
 every record, its Norm(question) and LSH band keys); a new night's keys are joined in DuckDB
 with every stored key, an edge kept at the true Jaccard, and the edges merged into the

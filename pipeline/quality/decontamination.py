@@ -1,4 +1,4 @@
-"""Benchmark decontamination sized for short questions (issue 17, item 1).
+"""Benchmark decontamination sized for short questions.
 
 Four methods, each a reason on its own to hold a record out of training:
 

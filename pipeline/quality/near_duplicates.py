@@ -1,4 +1,4 @@
-"""Near-duplicate questions across runs (issue 17, item 2).
+"""Near-duplicate questions across runs.
 
 Two kinds of edge between records, then connected components:
 

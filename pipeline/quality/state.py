@@ -1,4 +1,4 @@
-"""What the quality checks remember between passes (issue 28), and the helpers their
+"""What the quality checks remember between passes, and the helpers their
 per-run files share: state files live under `<out>/quality/state/<table>/<name>.parquet`,
 outside the catalog (the refresh lists only the quality tables); a catalog table's file or a
 state file may carry the settings it was made with in its Parquet metadata (`settings`,

@@ -19,6 +19,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.io import atomic_path, atomic_write_text
@@ -118,7 +119,18 @@ class PassageTable:
         return self.table.num_rows
 
     def get(self, rows: Sequence[int]) -> list[tuple[str, str, str]]:
-        t = self.table.take(pa.array(rows, type=pa.int64()))
+        return self._rows(self.table.take(pa.array(rows, type=pa.int64())))
+
+    def by_ids(self, ids: Sequence[str]) -> dict[str, tuple[str, str, str]]:
+        """(id, title, text) of the passages with these ids (an entity's own article): one
+        vectorised scan of the id column, no id -> row dictionary of the whole corpus."""
+        if not ids:
+            return {}
+        mask = pc.is_in(self.table["id"], value_set=pa.array(sorted(set(ids)), pa.string()))
+        return {row[0]: row for row in self._rows(self.table.filter(mask))}
+
+    @staticmethod
+    def _rows(t: pa.Table) -> list[tuple[str, str, str]]:
         return list(
             zip(t["id"].to_pylist(), t["title"].to_pylist(), t["text"].to_pylist(), strict=True)
         )

@@ -1,4 +1,4 @@
-"""Compaction of a finished run (issue 28): its shard groups become one file per table and
+"""Compaction of a finished run: its shard groups become one file per table and
 partition, plus the tables derived from the run alone (its record_facts and control_facts), so
 a year of nights is read from a few files a night and its verdicts from facts settled once.
 
@@ -24,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from pipeline.core.contracts import conform, read_shard
-from pipeline.core.io import content_key, write_parquet_parts_atomic
+from pipeline.core.io import content_key, remove_contained, write_parquet_parts_atomic
 from pipeline.store.reviews import compact_reviews, sweep_reviews
 from pipeline.store.store import (
     COMPACTED,
@@ -245,17 +245,17 @@ def sweep(store: Store) -> list[Path]:
     before = catalog_refreshed_at(store)
     gone = []
     for run_id in store.run_ids():
+        manifest = store.run_dir(run_id) / "manifest.jsonl"
         for rel in _replaced(store, run_id, before):
+            # every name comes from a manifest line: each passes the io layer's containment
             if not rel or not (store.root / rel[0]).exists():
                 continue
-            paths = [store.root / p for p in rel]
-            for path in reversed(paths):
-                if path.exists():
-                    path.unlink()
+            for name in reversed(rel):
+                if (path := remove_contained(store.root, name, source=manifest)) is not None:
                     gone.append(path)
-            for folder in {p.parent for p in paths}:
-                for leftover in folder.glob(".*.tmp-*"):
-                    leftover.unlink(missing_ok=True)
+            for folder in {Path(name).parent for name in rel}:
+                for leftover in (store.root / folder).glob(".*.tmp-*"):
+                    remove_contained(store.root, leftover.relative_to(store.root))
     return gone + sweep_reviews(store.root, before)
 
 

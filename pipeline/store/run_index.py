@@ -1,4 +1,4 @@
-"""The store's run indexes (issue 28): what views.sql's macros give of each compacted run,
+"""The store's run indexes: what views.sql's macros give of each compacted run,
 kept night by night in a DuckDB file under `<store>/cache/`, so that a refresh reads a year
 of nights' results instead of recomputing them from a year of files.
 

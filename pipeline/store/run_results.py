@@ -1,4 +1,4 @@
-"""Each run's rows of the whole-history views the audits read (issue 28), materialised at every
+"""Each run's rows of the whole-history views the audits read, materialised at every
 refresh in the catalog's schema `run_results` (`run_results.funnel` is the `funnel` view's
 rows, and so on): a whole-history audit then reads a few rows a run from one table instead of
 binding and scanning a year of nights' files, whose every row group DuckDB holds state for

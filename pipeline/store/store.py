@@ -26,9 +26,10 @@ import pyarrow.parquet as pq
 
 from pipeline.core.config import PipelineConfig
 from pipeline.core.contracts import check_schema, conform, read_shard
-from pipeline.core.errors import BadInputError
+from pipeline.core.errors import BadInputError, first_line
 from pipeline.core.identifiers import check_identifier, is_identifier
 from pipeline.core.io import (
+    PathEscapeError,
     atomic_path,
     exclusive_lock,
     path_within,
@@ -36,6 +37,14 @@ from pipeline.core.io import (
     utcnow,
     write_parquet_atomic,
 )
+from pipeline.store.manifest import (
+    SHARDED_TABLES,
+    ShardFile,
+    live_groups,
+    manifest_problem,
+    read_manifest,
+)
+from pipeline.store.placement import moved_catalog, record_artifacts
 from pipeline.store.reviews import attach_reviews, review_files
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, file_identity, indexed
 from pipeline.store.run_results import materialise_run_results
@@ -44,22 +53,6 @@ from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
 
-# Tables that live as per-run shards under shards/<table>/run_date=/run_id=/.
-SHARDED_TABLES = (
-    "curriculum",
-    "proposer_rollouts",
-    "solver_rollouts",
-    "verifier_samples",
-    "evalact_segments",
-    "gate_rollouts",
-    "control_scores",
-    "shard_steps",
-    "record_costs",
-    "arr_turns",
-    "rejects",
-    "record_facts",
-    "control_facts",
-)
 # Tables a run's compaction derives (schemas/derived_tables.py), each from its sources: the
 # catalog reads a derived table's files, and computes it live for the runs that have none.
 DERIVED_FROM = {
@@ -121,50 +114,6 @@ def check_catalog_file(path: Path, must_exist: bool = True) -> None:
 
 
 @dataclass(frozen=True)
-class ShardFile:
-    table: str
-    path: str  # relative to the store root
-    rows: int
-    sha256: str
-    bytes: int
-
-    @classmethod
-    def from_entry(cls, f: dict[str, Any]) -> ShardFile:
-        """One file of a manifest line, as commit wrote it."""
-        return cls(f["table"], f["path"], f["rows"], f["sha256"], f["bytes"])
-
-
-def read_manifest(path: Path) -> list[dict[str, Any]]:
-    """The committed lines of a manifest file, in commit order (none when it is missing)."""
-    out: list[dict[str, Any]] = []
-    if not path.exists():
-        return out
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                entry = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                # Only a crash during the final append can leave a torn line.
-                log.warning("%s:%d: ignoring torn manifest line", path, lineno)
-                continue
-            out.append(entry)
-    return out
-
-
-def live_groups(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The live shard groups of manifest `lines`, by shard name: a later line wins, and a
-    compacted group replaces the groups it covers."""
-    out: dict[str, dict[str, Any]] = {}
-    for entry in lines:
-        for name in entry.get("covers", ()):
-            out.pop(name, None)
-        out[entry["shard"]] = entry
-    return out
-
-
-@dataclass(frozen=True)
 class Listed:
     run_id: str
     table: str
@@ -211,7 +160,7 @@ class Store:
         return path
 
     def quality_path(self, table: str, name: str) -> Path:
-        """One file of a quality table (issue 17): quality/<table>/<name>.parquet, replaced
+        """One file of a quality table: quality/<table>/<name>.parquet, replaced
         whole by the check that writes it and listed by every catalog refresh."""
         if table not in QUALITY_TABLES:
             raise StoreError(f"{table!r} is not a quality table ({', '.join(QUALITY_TABLES)})")
@@ -245,7 +194,9 @@ class Store:
         self, run_id: str, shard: str, files: list[ShardFile], covers: list[str] | None = None
     ) -> None:
         """Append one manifest line for the shard group: the commit point. `covers` names the
-        groups it replaces (a compaction's): from this line on they are read from its files."""
+        groups it replaces (a compaction's): from this line on they are read from its files.
+        A line no reader would take (`manifest_problem`: a file outside the store, a name
+        that is not one) is refused before anything is written."""
         entry: dict[str, Any] = {
             "run_id": run_id,
             "shard": shard,
@@ -255,6 +206,9 @@ class Store:
         }
         if covers is not None:
             entry["covers"] = covers
+        why = manifest_problem(entry, self.root)
+        if why is not None:
+            raise PathEscapeError(f"run {run_id} shard {shard!a}: not committed: {why}")
         line = orjson.dumps(entry)
         manifest = self.run_dir(run_id) / "manifest.jsonl"
         manifest.parent.mkdir(parents=True, exist_ok=True)
@@ -285,7 +239,7 @@ class Store:
         key = (st.st_ino, st.st_size, st.st_mtime_ns)
         cached = self._manifests.get(run_id)
         if cached is None or cached[0] != key:
-            cached = (key, read_manifest(path))
+            cached = (key, read_manifest(path, self.root))
             self._manifests[run_id] = cached
         return list(cached[1])
 
@@ -404,12 +358,16 @@ class Store:
             try:
                 with duckdb.connect(str(tmp)) as con:
                     build_catalog(con, listing, runs, artifacts, index_root=self.root)
-                    # Where the store is: read-only connections list its reviews afresh.
+                    # Where the store and the catalog are (read-only connections list the
+                    # store's reviews afresh, and tell a catalog copied or moved with its
+                    # store: settle_catalog), and the artifacts it was given, named relative
+                    # to the store, so that such a catalog is rebuilt over its own store.
                     con.execute(
-                        "CREATE OR REPLACE TABLE catalog_info AS "
-                        "SELECT ?::VARCHAR AS store_root, now() AS refreshed_at",
-                        [str(self.root)],
+                        "CREATE OR REPLACE TABLE catalog_info AS SELECT ?::VARCHAR AS "
+                        "store_root, now() AS refreshed_at, ?::VARCHAR AS catalog_path",
+                        [str(self.root), str(self.catalog_path)],
                     )
+                    record_artifacts(con, self.root, artifacts, {"reviews", *QUALITY_TABLES})
                     con.execute("CHECKPOINT")
             finally:
                 tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
@@ -548,19 +506,59 @@ def views_sql() -> str:
     return resources.files("schemas").joinpath("views.sql").read_text(encoding="utf-8")
 
 
-def connect_readonly(
-    catalog: str | Path, reviews: Sequence[Path] | None = None
-) -> duckdb.DuckDBPyConnection:
-    """A read-only catalog connection whose `reviews` are the review files on disk now, or
-    `reviews` (attach_reviews)."""
+class StoreMovedError(StoreError, BadInputError):
+    """A catalog that lies in another store than the one it was built from (copied or moved
+    with it) and cannot be rebuilt where it is: reading it would read the other store."""
+
+
+def settle_catalog(catalog: str | Path) -> bool:
+    """A catalog copied or moved with its store (`cp -a out backup/`) still names the files of
+    the store it was built from: its views, its reviews, where the browser writes a review.
+    Before it is read, such a catalog is rebuilt over the files of the store it lies in
+    (placement.moved_catalog), so a copy never reads or writes the original. True when it
+    was rebuilt; StoreMovedError when it cannot be (a read-only copy)."""
     path = Path(catalog)
-    check_catalog_file(path)
+    if (moved := moved_catalog(path)) is None:
+        return False
+    root, here, files = moved
+    log.warning(
+        "%s was built for the store at %s and lies in %s (a copy or a move): rebuilding it "
+        "over the files of %s", path, root, here, here,
+    )  # fmt: skip
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        Store(here, path).refresh_catalog(files)
+    except (OSError, duckdb.Error) as exc:
+        raise StoreMovedError(
+            f"{path} was built for the store at {root} but lies in {here}, and cannot be "
+            f"rebuilt there ({first_line(exc)}); reading it would read the other store",
+            f"make the copy writable, or land it again: `curriculum nightly --run-id <a "
+            f"finished run> --set store.out_dir={here}` redoes no work and rebuilds it",
+        ) from None
+    return True
+
+
+def _open_readonly(path: Path) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=True)
     except duckdb.IOException as exc:
         if "not a valid DuckDB database" in str(exc):
             raise CatalogFileError(f"store.catalog {path} is not a DuckDB catalog file") from None
         raise
+
+
+def connect_readonly(
+    catalog: str | Path, reviews: Sequence[Path] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-only catalog connection whose `reviews` are the review files on disk now, or
+    `reviews` (attach_reviews); a catalog that lies in another store than it was built for
+    is rebuilt over its own store first (settle_catalog)."""
+    path = Path(catalog)
+    check_catalog_file(path)
+    con = _open_readonly(path)
+    if moved_catalog(path, con) is not None:  # rebuilt over its own store, then opened again
+        con.close()
+        settle_catalog(path)
+        con = _open_readonly(path)
     root = store_root(con)
     if root is not None:  # the reviews written since the last refresh
         attach_reviews(con, root, reviews)
@@ -587,6 +585,7 @@ __all__ = [
     "ShardFile",
     "Store",
     "StoreError",
+    "StoreMovedError",
     "build_catalog",
     "catalog_runs",
     "check_catalog_file",
@@ -595,6 +594,7 @@ __all__ = [
     "macro_catalog",
     "read_manifest",
     "scope_to_runs",
+    "settle_catalog",
     "store_root",
     "views_sql",
 ]
