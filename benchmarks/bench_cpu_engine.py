@@ -229,7 +229,7 @@ def print_catalog(path: Path) -> None:
     except duckdb.Error as exc:
         print(f"  cannot open: {exc}")
         return
-    run = con.sql(
+    run = con.execute(
         "SELECT run_id, epoch(finished_at) - epoch(started_at) FROM runs "
         "WHERE status = 'completed' ORDER BY started_at DESC LIMIT 1"
     ).fetchone()
@@ -263,6 +263,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="children per binding")
     ap.add_argument("--catalog", type=Path, action="append", help="a landed demo catalog")
     ap.add_argument("--catalog-only", action="store_true", help="only print the catalogs")
+    ap.add_argument(
+        "--bindings-only", action="store_true", help="only the bindings' shards (1.), no 2./3."
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--extras", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -276,12 +279,16 @@ def main() -> None:
             f"n={args.n} records, rounds={args.rounds}, load {load()}"
         )
         res: dict[str, list[dict]] = {label: [] for label in BINDINGS}
+        extras = not args.bindings_only
         for _ in range(args.rounds):
             for label in BINDINGS:
-                res[label].append(run_child(label, args, extras=label == "all cores"))
+                res[label].append(run_child(label, args, extras and label == "all cores"))
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "results.json").write_text(json.dumps(res, indent=1))  # every child's figures
         print_bindings(res)
-        print_scoring(res["all cores"])
-        print_saturation(res["all cores"])
+        if extras:
+            print_scoring(res["all cores"])
+            print_saturation(res["all cores"])
     for path in catalogs:
         print_catalog(path)
 
