@@ -14,8 +14,10 @@
    tokens = prompt tokens computed + tokens generated, as the engine counts them on each side.
 
 Then the demo's cost from a landed catalog (`--catalog`, repeatable; default the store of
-`configs/embedded.yaml`): the run's wall time (`runs`), its LLM steps' seconds
-(`step_costs`, steps with engine calls; `run_costs`) and the funnel (`run_funnel`).
+`configs/embedded.yaml`): the latest completed run's wall time (`runs`), its LLM steps'
+seconds (`step_costs`, steps with engine calls; `run_costs`) and its `funnel`; with several
+catalogs, how many records of each later one match the first's (same id, question, answer,
+acceptance, V within 1e-3).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu_engine.py [--n 16] [--rounds 2]
         [--catalog data/out/curriculum.duckdb] [--catalog-only]
@@ -251,10 +253,42 @@ def print_catalog(path: Path) -> None:
     for step, sec, comp, cached, gen in steps:
         print(f"  {step:<16}{sec:>8.1f} s  prompt tokens computed {comp or 0:>6.0f}, "
               f"cached {cached or 0:>6.0f}, generated {gen or 0:>5.0f}")  # fmt: skip
-    funnel = con.execute("SELECT * FROM run_funnel WHERE run_id = ?", [rid]).fetchdf()
+    funnel = con.execute("SELECT * FROM funnel WHERE run_id = ?", [rid]).fetchdf()
     if len(funnel):
         print("  funnel: " + ", ".join(f"{k} {v}" for k, v in funnel.iloc[0].items()
                                         if k != "run_id"))  # fmt: skip
+
+
+def records(path: Path) -> dict[str, tuple]:
+    """The latest completed run's records: record id -> (question, answer, accepted, V)."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    rows = con.execute(
+        "SELECT v.record_id, c.question, c.answer, v.accepted, v.verifier_v "
+        "FROM record_verdicts v JOIN curriculum c USING (run_id, record_id) WHERE v.run_id = "
+        "(SELECT run_id FROM runs WHERE status = 'completed' ORDER BY started_at DESC LIMIT 1)"
+    ).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def compare_records(base: Path, other: Path) -> None:
+    """Which records of `other` match `base`'s (same id): question and answer, acceptance,
+    and V within 1e-3."""
+    a, b = records(base), records(other)
+    both = sorted(set(a) & set(b))
+    same_qa = [k for k in both if a[k][:2] == b[k][:2]]
+    same_acc = [k for k in same_qa if a[k][2] == b[k][2]]
+    v_close = [
+        k for k in same_qa
+        if (a[k][3] is None) == (b[k][3] is None)
+        and (a[k][3] is None or abs(a[k][3] - b[k][3]) <= 1e-3)
+    ]  # fmt: skip
+    print(
+        f"\nrecords of {other} against {base}: {len(b)} vs {len(a)}, {len(both)} ids in both, "
+        f"{len(same_qa)} with the same question and answer, {len(same_acc)} of them accepted "
+        f"alike, {len(v_close)} with V within 1e-3"
+    )
 
 
 def main() -> None:
@@ -291,6 +325,8 @@ def main() -> None:
             print_saturation(res["all cores"])
     for path in catalogs:
         print_catalog(path)
+    for path in catalogs[1:]:
+        compare_records(catalogs[0], path)
 
 
 if __name__ == "__main__":
