@@ -34,17 +34,13 @@ OUT = ROOT / "data" / "out" / "bench" / "engines"
 ENGINES = ("transformers", "vllm")
 
 
-def all_cores() -> str:
-    return ",".join(map(str, sorted(os.sched_getaffinity(0))))
-
-
-# Runs: (label, engine, extra environment). vLLM's CPU worker binds its OpenMP threads to all
-# cores but one by default and leaves that one to the engine core's scheduler loop; on a
-# 2-core machine that is one compute core, so the second vLLM run binds every core.
+# Runs: (label, engine, extra environment). The vLLM backend binds its CPU worker's OpenMP
+# threads to every usable core (pipeline/llm/cpu_cores.py); the second vLLM run keeps vLLM's
+# own binding, all cores but one (one compute core on a 2-core machine).
 RUNS = (
     ("transformers", "transformers", {}),
     ("vllm", "vllm", {}),
-    ("vllm all-cores", "vllm", {"VLLM_CPU_OMP_THREADS_BIND": all_cores()}),
+    ("vllm auto-bind", "vllm", {"VLLM_CPU_OMP_THREADS_BIND": "auto"}),
 )
 
 

@@ -335,7 +335,7 @@ def llm_serve(
         with stage_errors("check the llm.* settings of the profile"):
             cmd = serve_command(cfg, host, port, name)
         typer.echo(shlex.join(cmd), err=True)
-        default_cpu_threads()
+        default_cpu_threads(cfg.llm.cpu_threads_bind, cfg.llm.tensor_parallel_size)
         os.execv(cmd[0], cmd)  # vLLM's server replaces this process (signals reach it)
     from pipeline.llm.openai_server import serve
 

@@ -893,6 +893,26 @@ def test_vllm_engine_runs_with_the_configured_settings(vllm_llm):
     assert make_backend(cfg.llm, seed=cfg.seed).llm is vllm_llm.llm
 
 
+def test_vllm_cpu_worker_computes_on_every_usable_core(vllm_llm):
+    """vLLM's own binding keeps a core for its scheduler (one compute core of two here); the
+    backend binds the worker's OpenMP threads to every core of the process's affinity mask."""
+    import psutil
+
+    from pipeline.llm.cpu_cores import usable_cores
+
+    vllm_llm.generate(PROMPTS, SamplingParams(max_tokens=2))
+    bound: set[int] = set()  # cores that an engine thread is pinned to, alone
+    for proc in psutil.Process().children(recursive=True):
+        for thread in proc.threads():
+            try:
+                cpus = os.sched_getaffinity(thread.id)
+            except OSError:  # the thread ended
+                continue
+            if len(cpus) == 1:
+                bound |= cpus
+    assert bound == set(usable_cores())
+
+
 def test_vllm_overlong_prompt_is_cut_and_named_not_fatal(vllm_llm, caplog):
     p = SamplingParams(max_tokens=6, stop=("\n",))
     long = "Passage: " + "the river flows past the old town. " * 700 + PROMPTS[0]
@@ -950,6 +970,40 @@ def test_vllm_and_transformers_agree_within_measured_tolerance(vllm_llm, llm):
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < SCORE_TOL, (a, b)
     p = SamplingParams(n=1, temperature=0.0, max_tokens=8, stop=("\n",))
     assert vllm_llm.generate(PROMPTS, p) == llm.generate(PROMPTS, p)  # greedy, short answers
+
+
+def test_vllm_scores_pay_for_the_answer_and_equal_prompt_logprobs(vllm_llm):
+    """score() forces the continuation as the output (logits at its positions only, the
+    prompt from the prefix cache); its values are the whole prompt's log-probabilities', on
+    verifier-shaped prompts sharing a few-shot block, with one- and many-token, empty and
+    leading-newline continuations."""
+    from pipeline.llm import usage
+
+    shots = "Answer the question.\n\nContext: Paris is the capital of France.\n"
+    shots += "Question: What is the capital of France?\nAnswer: Paris\n\n"
+    prompts, conts = [], []
+    for ev, q, a in [
+        ("Vienna lies on the Danube.", "Which river flows through Vienna?", " the Danube"),
+        ("Mount Everest is 8,849 m high.", "How high is Mount Everest?", " 8,849 metres"),
+    ]:
+        for ctx in (f"Context: {ev}\n", ""):  # with and without the evidence
+            prompts.append(f"{shots}{ctx}Question: {q}\nAnswer:")
+            conts.append(a)
+    prompts += [PROMPTS[0], PROMPTS[1]]
+    conts += ["", "\nQuestion: Is it?"]
+    assert vllm_llm._forcing
+    with usage.metered() as full_meter:
+        full = vllm_llm.score_prompt_logprobs(prompts, conts)
+    vllm_llm.llm.reset_prefix_cache()  # nothing of the batch computed before
+    with usage.metered() as meter:
+        forced = vllm_llm.score(prompts, conts)
+    assert forced[4] == full[4] == 0.0  # nothing to score
+    assert all(x < 0 for k, x in enumerate(forced) if k != 4)
+    assert forced == pytest.approx(full, abs=1e-3), (forced, full)  # measured: < 1e-4
+    # one engine call, its forced tokens counted as scored (prompt) tokens, not generated
+    assert meter.usage.llm_calls == 1 and meter.usage.generated_tokens == 0
+    assert meter.usage.prompt_tokens_computed == full_meter.usage.prompt_tokens_computed
+    assert full_meter.usage.prompt_tokens_cached == 0  # prompt log-probs skip the cache
 
 
 def test_vllm_prompt_logprob_summation():

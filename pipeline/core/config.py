@@ -50,7 +50,8 @@ UNHASHED: dict = {
     "quality": True,
     # Where shards run: every executor gives the same records, so a run resumes on either.
     "executor": True,
-    "llm": {"serve": True},
+    # Which cores a CPU engine binds: the same records on any.
+    "llm": {"serve": True, "cpu_threads_bind": True},
     "retrieval": {
         "host", "port", "max_topk", "max_queries", "max_query_chars", "max_body_bytes",
         "max_request_s",
@@ -198,9 +199,15 @@ class LLMConfig(_Section):
     enforce_eager: bool = False
     kv_cache_gib: float | None = Field(None, gt=0)
     # vllm: prompt tokens one engine step may compute (None = vLLM's default). Scoring with
-    # prompt_logprobs materialises vocabulary-sized logits for each of them: 4096 tokens of a
-    # 262k vocabulary are 4 GiB, which killed the CPU engine's worker; 1024 bounds it to 1 GiB.
+    # prompt log-probabilities (GPU engines; on CPU scores force the answer instead)
+    # materialises vocabulary-sized logits for each of them: 4096 tokens of a 262k vocabulary
+    # are 4 GiB, which killed the CPU engine's worker; 1024 bounds it to 1 GiB.
     max_num_batched_tokens: int | None = Field(None, ge=64)
+    # vllm on CPU: the cores its worker's OpenMP threads are bound to. null = every core this
+    # process may use (its affinity mask); "auto" = vLLM's own choice, which keeps one core
+    # for its scheduler; or vLLM's syntax ("0-3", "0-3|4-7" per tensor-parallel worker).
+    # VLLM_CPU_OMP_THREADS_BIND in the environment wins (pipeline/llm/cpu_cores.py).
+    cpu_threads_bind: str | None = Field(None, pattern=r"^(auto|nobind|[0-9][0-9,|-]*)$")
     # http: per-request timeout, retries (exponential backoff from retry_backoff_s on connect
     # errors, timeouts, 429 and 5xx; never on other 4xx), concurrent requests in flight.
     request_timeout_s: float = Field(600.0, gt=0, le=DAY_S)

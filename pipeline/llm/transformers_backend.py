@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
 from pipeline.llm.cancel import checkpoint
 from pipeline.llm.chunked_head import hidden_states, target_log_softmax, target_logprobs
+from pipeline.llm.cpu_cores import torch_threads
 from pipeline.llm.cpu_linear import SKINNY_MAX_ROWS, use_skinny_linear
 from pipeline.llm.kv_cache import KVCache, RowView
 from pipeline.llm.sampling import row_generator, sample_next
@@ -86,10 +86,8 @@ class TransformersGenerator:
         # Cumulative decode-loop counters (seconds, tokens, row-steps) for benchmarks.
         self.stats: dict[str, float] = dict.fromkeys(_STATS, 0)
         self._guidance = None  # (llguidance tokenizer, executor, grammars), built on first use
-        if self.device.type == "cpu" and not os.environ.get("OMP_NUM_THREADS"):
-            # All cores, unless OMP_NUM_THREADS says otherwise: on a machine shared with other
-            # busy processes, 2 OpenMP threads can be several times slower than 1.
-            torch.set_num_threads(os.cpu_count() or 1)
+        if self.device.type == "cpu":  # every usable core, unless OMP_NUM_THREADS says
+            torch.set_num_threads(torch_threads())
         path = resolve_llm(model, cache_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.tokenizer.padding_side = "left"

@@ -11,12 +11,19 @@ laptop and CI) and the CUDA build (`pip install -e '.[vllm]'` on GPU hosts, prod
   `StructuredOutputsParams(regex=...)` in the same call. Over-long prompts are left-truncated
   to fit (BOS kept), as the transformers backend truncates them, so one long prompt never
   fails its batch.
-- score(): prompt and continuation are tokenized separately with the engine's tokenizer,
-  concatenated and sent as token ids with `SamplingParams(max_tokens=1, prompt_logprobs=0)`;
-  the continuation tokens' entries of `RequestOutput.prompt_logprobs` are summed. This is the
-  transformers backend's tokenization, so scores agree across backends.
+- score(): prompt and continuation are tokenized separately with the engine's tokenizer (the
+  transformers backend's tokenization, so scores agree across backends). The prompt's ids go
+  to the engine as a generation whose output is forced to the continuation's ids
+  (`forced_tokens`): logits and their log-softmax are computed at the continuation's
+  positions only, the prompt is served from the prefix cache like any generation, and the
+  raw log-prob vLLM reports for each emitted token is summed. `score_prompt_logprobs()` is
+  the same sum from `prompt_logprobs=0` over prompt + continuation sent as one prompt — the
+  LM head at every position, no prefix cache; score() falls back to it where forcing is not
+  available (the V2 model runner loads a different kind of logits processor) or a
+  request did not emit its forced tokens.
 - One engine per process and configuration (`engine()`): the KG stage and the generation
-  stage of a nightly run share it, as vLLM expects.
+  stage of a nightly run share it, as vLLM expects. On CPU its worker computes on every core
+  this process may use (`cpu_cores.vllm_cpu_env`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from pipeline.core.config import PipelineConfig
 from pipeline.core.errors import BadInputError, first_line
 from pipeline.llm import usage
 from pipeline.llm.base import Completion, SamplingParams, check_guides, cut_at_stop
+from pipeline.llm.cpu_cores import vllm_cpu_env
 from pipeline.llm.entropy import token_entropy_topk
 
 log = logging.getLogger(__name__)
@@ -186,25 +194,42 @@ def serve_flags(settings: dict[str, Any]) -> list[str]:
     return flags
 
 
-def default_cpu_threads() -> None:
-    """vLLM's CPU engine core takes its thread count from OMP_NUM_THREADS and falls back to one
-    thread without it: default it to every core this process may use."""
-    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+def default_cpu_threads(cpu_threads_bind: str | None = None, workers: int = 1) -> None:
+    """On CPU, every core this process may use to the engine's worker, before it starts
+    (`cpu_cores.vllm_cpu_env`: `llm.cpu_threads_bind`, the environment first); GPU engines
+    are left as they are."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        vllm_cpu_env(cpu_threads_bind, workers)
 
 
-def engine(model: str, cache_dir: str, **engine_kwargs: Any):
+def forcing_available() -> bool:
+    """Whether this engine can load `forced_tokens.ForcedTokens`: on CPU, where vLLM runs
+    its V1 model runner (the V2 runner, chosen where Triton is installed or by
+    VLLM_USE_V2_MODEL_RUNNER=1, loads another kind of logits processor). GPU engines keep
+    their settings and score with prompt log-probs."""
+    from vllm import envs
+    from vllm.platforms import current_platform
+    from vllm.triton_utils import HAS_TRITON
+
+    if not current_platform.is_cpu():
+        return False
+    choice = envs.VLLM_USE_V2_MODEL_RUNNER
+    return not choice if choice is not None else not HAS_TRITON
+
+
+def engine(model: str, cache_dir: str, cpu_threads_bind: str | None = None, **engine_kwargs):
     """The process's `vllm.LLM` for this model and settings (`engine_settings()`'s), started
-    on first use; on CPU the engine core is a spawned process (`default_cpu_threads`)."""
+    on first use; on CPU the engine core is a spawned process whose worker gets every core
+    (`default_cpu_threads`)."""
     from pipeline.core.model_refs import resolve_llm
 
     key = (model, cache_dir, repr(sorted(engine_kwargs.items())))
     if key in _ENGINES:
         return _ENGINES[key]
     vllm = import_vllm()
-    from vllm.platforms import current_platform
-
-    if current_platform.is_cpu():
-        default_cpu_threads()
+    default_cpu_threads(cpu_threads_bind, engine_kwargs.get("tensor_parallel_size", 1))
     path = resolve_llm(model, cache_dir)
     if path.startswith(("/", ".", "~")) and not Path(path).exists():
         raise VLLMModelError(f"llm.model {model!r}: no such file or directory")
@@ -247,9 +272,12 @@ class VLLMGenerator:
         max_num_batched_tokens: int | None = None,
         enable_prefix_caching: bool = True,
         cache_dir: str = "~/.cache/evidence-curriculum/models",
+        cpu_threads_bind: str | None = None,
     ) -> None:
         import_vllm()
         from vllm.platforms import current_platform
+
+        from pipeline.llm.forced_tokens import LOGITS_PROCESSOR
 
         kwargs = engine_settings(
             on_cpu=current_platform.is_cpu(),
@@ -263,7 +291,11 @@ class VLLMGenerator:
             kv_cache_gib=kv_cache_gib,
             max_num_batched_tokens=max_num_batched_tokens,
         )
-        self.llm = engine(model, cache_dir, **kwargs)
+        forcing = forcing_available()
+        if forcing:  # teacher-forced scores pay for the continuation only (score())
+            kwargs["logits_processors"] = [LOGITS_PROCESSOR]
+        self.llm = engine(model, cache_dir, cpu_threads_bind, **kwargs)
+        self._forcing = forcing and not self.llm.llm_engine.vllm_config.use_v2_model_runner
         import vllm
         from vllm.exceptions import VLLMValidationError
         from vllm.sampling_params import StructuredOutputsParams
@@ -285,6 +317,7 @@ class VLLMGenerator:
             llm.model,
             max_prompt_tokens=llm.max_prompt_tokens,
             cache_dir=llm.cache_dir,
+            cpu_threads_bind=llm.cpu_threads_bind,
             **config_engine_kwargs(llm, seed),
         )
 
@@ -336,7 +369,10 @@ class VLLMGenerator:
             )
         return out
 
-    def _run(self, prompts: Sequence[str], inputs: list, sp) -> list:
+    def _run(self, prompts: Sequence[str], inputs: list, sp, scored: bool = False) -> list:
+        """One `llm.generate`, counted. `scored`: the outputs are forced continuations, which
+        `usage` reports as computed prompt tokens (scored text, as a prompt log-prob score
+        counts them), not as generated ones."""
         t = time.perf_counter()
         try:
             outputs = self.llm.generate(inputs, sp, use_tqdm=False)
@@ -352,6 +388,8 @@ class VLLMGenerator:
             st["prompt_tokens"] += n_prompt
             st["cached_prompt_tokens"] += n_cached
             st["generated_tokens"] += n_gen
+            if scored:
+                n_prompt, n_gen = n_prompt + n_gen, 0
             computed, cached = computed + n_prompt - n_cached, cached + n_cached
             generated.append((p, n_gen))
         usage.report(generated, computed, cached)
@@ -434,18 +472,87 @@ class VLLMGenerator:
         return None
 
     def score(self, prompts: Sequence[str], continuations: Sequence[str]) -> list[float]:
+        """log P(continuation | prompt) from the continuation's positions only (forced
+        generation, see the module's docstring), one engine call for the whole batch: full
+        KV blocks its prompts share (the few-shot block, one question under several evidence
+        texts) are computed once, through the prefix cache."""
+        return self._score(prompts, continuations, self._forcing)
+
+    def score_prompt_logprobs(
+        self, prompts: Sequence[str], continuations: Sequence[str]
+    ) -> list[float]:
+        """score() from prompt log-probabilities over prompt + continuation as one prompt:
+        the LM head and log-softmax at every position, the prefix cache not read. What
+        score() computed before forcing, and its fallback; benchmarks compare the two."""
+        return self._score(prompts, continuations, False)
+
+    def _score(self, prompts: Sequence[str], continuations: Sequence[str], force: bool):
         if len(prompts) != len(continuations):
             raise ValueError("score() needs one continuation per prompt")
-        if not prompts:
-            return []
         encoded = [
             score_token_ids(self.tokenizer, p, c, self.max_prompt_tokens)
             for p, c in zip(prompts, continuations, strict=True)
         ]
+        result = [0.0] * len(encoded)
+        todo = [k for k, (ids, start) in enumerate(encoded) if len(ids) > start]
+        if force:
+            forced = [k for k in todo if encoded[k][1] >= 1]  # a token to continue from
+            got = self._score_forced([prompts[k] for k in forced], [encoded[k] for k in forced])
+            for k, v in zip(forced, got, strict=True):
+                if v is not None:
+                    result[k] = v
+            done = {k for k, v in zip(forced, got, strict=True) if v is not None}
+            todo = [k for k in todo if k not in done]
+        full = self._score_full([prompts[k] for k in todo], [encoded[k] for k in todo])
+        for k, v in zip(todo, full, strict=True):
+            result[k] = v
+        return result
+
+    def _score_forced(
+        self, prompts: Sequence[str], encoded: Sequence[tuple[list[int], int]]
+    ) -> list[float | None]:
+        """Sum of the raw log-probs of the forced continuation tokens; None for a request
+        that did not emit exactly its continuation (it is scored the other way)."""
+        if not encoded:
+            return []
+        from pipeline.llm.forced_tokens import FORCE_KEY
+
+        sps = [
+            self._vllm.SamplingParams(
+                max_tokens=len(ids) - start,
+                temperature=0.0,
+                logprobs=0,  # the emitted token's own log-prob
+                ignore_eos=True,
+                detokenize=False,
+                extra_args={FORCE_KEY: ids[start:]},
+            )
+            for ids, start in encoded
+        ]
+        inputs = [{"prompt_token_ids": ids[:start]} for ids, start in encoded]
+        outputs = self._run(prompts, inputs, sps, scored=True)
+        result: list[float | None] = []
+        for out, (ids, start) in zip(outputs, encoded, strict=True):
+            o = out.outputs[0]
+            want = ids[start:]
+            if list(o.token_ids) != want or o.logprobs is None or len(o.logprobs) != len(want):
+                result.append(None)
+                continue
+            result.append(
+                sum(float(pos[t].logprob) for pos, t in zip(o.logprobs, want, strict=True))
+            )
+        if None in result:
+            log.warning("%d forced score(s) fell back to prompt log-probs", result.count(None))
+        return result
+
+    def _score_full(
+        self, prompts: Sequence[str], encoded: Sequence[tuple[list[int], int]]
+    ) -> list[float]:
+        if not encoded:
+            return []
         sp = self._vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0)
         outputs = self._run(prompts, [{"prompt_token_ids": ids} for ids, _ in encoded], sp)
         return [
-            sum_prompt_logprobs(out.prompt_logprobs, ids, start) if len(ids) > start else 0.0
+            sum_prompt_logprobs(out.prompt_logprobs, ids, start)
             for out, (ids, start) in zip(outputs, encoded, strict=True)
         ]
 
