@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +25,20 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 # Flows run against a Prefect home of this session, never the user's ~/.prefect, whose
 # database may have been migrated by another Prefect version (3.7 cannot open a 3.8 one).
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="curriculum-test-prefect-"))
+# One folder per pytest run, shared by its workers (`pytest -n 2`: they inherit the environment
+# of the process that started them), for what the whole run starts once (`once_per_run`); the
+# process that made it stops what is recorded there and removes it at the end of the run.
+if "CURRICULUM_TEST_RUN_DIR" not in os.environ:
+    os.environ["CURRICULUM_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="curriculum-test-run-")
+    os.environ["CURRICULUM_TEST_RUN_OWNER"] = str(os.getpid())
+RUN_DIR = Path(os.environ["CURRICULUM_TEST_RUN_DIR"])
+# In a worker of `pytest -n N`: its share of the cores for OpenMP (torch, faiss, vLLM's CPU
+# engine, and the servers and CLI processes a test starts), unless OMP_NUM_THREADS is set.
+# Two workers of two spinning OpenMP threads each on two cores wait on each other's threads:
+# a decode-loop test took minutes instead of seconds that way.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    _cores = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ["OMP_NUM_THREADS"] = str(max(1, _cores))
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -50,8 +67,25 @@ TIERS = {
     "flow": "runs Prefect flows (on the session's Prefect server)",
     "run": "reads the session's landed nightly run",
 }
-_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, filled at collection
+# -- workers: `pytest -n 2` (make test, make check) ----------------------------------------
+#
+# Each worker is a pytest session of its own, so a session or module fixture would start once
+# per worker that runs a test using it. What must start once in the whole run goes one of two
+# ways:
+# - a process others can reach (the Prefect server): `once_per_run` starts it in the first
+#   worker that asks and hands its address to the other;
+# - what lives in the test process (the vLLM engine, and the landed run made on it) or in a
+#   module (a module-scoped fixture: a server, a Ray cluster, a store built for the module's
+#   tests): the tests that use it form one group (pytest-xdist's `--dist loadgroup`), which
+#   one worker runs. A session fixture with a tier in ONE_WORKER groups its tests by that
+#   tier; a module fixture groups its tests by module and name (and parameter); a test using
+#   several joins their groups into one. The groups are computed from the fixtures at
+#   collection, so a new test that uses the landed run joins the engine's worker by itself.
+# The embedder and the transformers LLM load in each worker that needs them (seconds each).
+ONE_WORKER = {"engine"}
 _SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
+_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, from its reports (workers included)
+_STARTED: list[float] = []  # when this run started (perf_counter), in the reporting process
 BUDGET_FILE = Path(__file__).with_name("time_budget.toml")
 
 
@@ -66,22 +100,100 @@ def needs(*tiers: str):
     return tag
 
 
-def item_tiers(item) -> set[str]:
-    """The tiers of the fixtures an item uses (pytest's closure includes indirect ones)."""
+def picks(fixtures: dict[str, str]):
+    """Tag a parametrized fixture that returns another fixture by its parameter
+    (`request.getfixturevalue(fixtures[request.param])`): a test's tiers and worker group
+    follow the fixture its parameter picks, which pytest's own closure cannot see."""
+
+    def tag(fn):
+        fn.__picks__ = fixtures
+        return fn
+
+    return tag
+
+
+def _param(item, name: str):
+    spec = getattr(item, "callspec", None)
+    return spec.params.get(name) if spec is not None and name in spec.params else None
+
+
+def item_fixtures(item) -> list:
+    """The definitions of the fixtures an item uses: pytest's closure (indirect ones
+    included), plus, for a `@picks` fixture, the one the item's parameter picks and its own."""
     info = getattr(item, "_fixtureinfo", None)
-    found = set()
-    for name in getattr(item, "fixturenames", ()):
-        defs = info.name2fixturedefs.get(name) if info else None
-        if defs:
-            found.update(getattr(defs[-1].func, "__test_tiers__", ()))
+    if info is None:
+        return []
+    manager = item.session._fixturemanager
+    todo, seen, found = list(getattr(item, "fixturenames", ())), set(), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        defs = info.name2fixturedefs.get(name) or manager.getfixturedefs(name, item)
+        if not defs:
+            continue
+        fixture = defs[-1]
+        found.append(fixture)
+        todo.extend(fixture.argnames)
+        picks = getattr(fixture.func, "__picks__", None)
+        if picks and _param(item, name) in picks:
+            todo.append(picks[_param(item, name)])
     return found
+
+
+def item_tiers(item) -> set[str]:
+    """The tiers of the fixtures an item uses."""
+    return {t for f in item_fixtures(item) for t in getattr(f.func, "__test_tiers__", ())}
+
+
+def group_keys(item) -> set[str]:
+    """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses, and
+    each module-scoped (or class/package) fixture it uses, named per module and parameter."""
+    keys = set()
+    module = Path(item.nodeid.split("::")[0]).name
+    for f in item_fixtures(item):
+        if f.scope == "session":
+            keys.update(t for t in getattr(f.func, "__test_tiers__", ()) if t in ONE_WORKER)
+        elif f.scope != "function":
+            param = _param(item, f.argname)
+            keys.add(f"{module}::{f.argname}" + ("" if param is None else f"={param}"))
+    return keys
+
+
+def worker_groups(items) -> dict[str, str]:
+    """nodeid -> its worker group: the connected sets of group keys (a test using two keys
+    joins them), named by a ONE_WORKER tier in them, else by their first key."""
+    parent: dict[str, str] = {}
+
+    def root(k: str) -> str:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    keys_of = {item.nodeid: sorted(group_keys(item)) for item in items}
+    for keys in keys_of.values():
+        for k in keys:
+            parent[root(k)] = root(keys[0])
+    members: dict[str, set[str]] = {}
+    for k in list(parent):
+        members.setdefault(root(k), set()).add(k)
+    names = {r: min(ks & ONE_WORKER or ks) for r, ks in members.items()}
+    # a group name follows the node id after "@" (xdist): no "@", "[" or "]" in it
+    clean = {r: "".join(c if c.isalnum() or c in "._:=-" else "_" for c in n)
+             for r, n in names.items()}  # fmt: skip
+    return {nodeid: clean[root(keys[0])] for nodeid, keys in keys_of.items() if keys}
 
 
 def pytest_configure(config):
     for tier, why in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {why}")
+    config.addinivalue_line("markers", "xdist_group(name): tests that one worker runs together")
+    if not hasattr(config, "workerinput"):  # the process that reports the run
+        _STARTED.append(time.perf_counter())
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and `-m` the tiers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers = item_tiers(item)
@@ -90,11 +202,16 @@ def pytest_collection_modifyitems(config, items):
             # flows report to the session's server.
             item.fixturenames.append("prefect_api")
             tiers = {"flow"}
-        _TIERS_OF[item.nodeid] = tiers
         for tier in sorted(tiers):
             item.add_marker(tier)
         if tiers:
             item.add_marker("slow")
+        # the reports carry the tiers to the process that reports the run (a worker's too)
+        item.user_properties.append(("tiers", " ".join(sorted(tiers))))
+    groups = worker_groups(items)
+    for item in items:
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
 
 
 # -- the suite measures itself --------------------------------------------------------------
@@ -102,62 +219,115 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+    _TIERS_OF.setdefault(report.nodeid, set(dict(report.user_properties).get("tiers", "").split()))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Each test's time against its share in tests/time_budget.toml, and the tier totals:
-    a test that grows past its share shows at review time (a report, not a failure)."""
+    """The run's wall time against its budget in tests/time_budget.toml, each test's time
+    against its share there, and the tier totals: a test that grows past its share shows at
+    review time (a report, not a failure)."""
     import tomllib
 
     if not _SECONDS:
         return
+    wall = time.perf_counter() - _STARTED[0] if _STARTED else 0.0
     budget = tomllib.loads(BUDGET_FILE.read_text(encoding="utf-8"))
     shares, default = budget["tests"], budget["default"]
     over = []
     for nodeid, secs in _SECONDS.items():
-        key = nodeid if nodeid in shares else nodeid.split("[", 1)[0]
+        test = nodeid.rsplit("@", 1)[0] if "@" in nodeid.rsplit("]", 1)[-1] else nodeid
+        key = test if test in shares else test.split("[", 1)[0]
         share = shares.get(key, default["slow" if _TIERS_OF.get(nodeid) else "check"])
         if secs > share:
-            over.append((secs, share, nodeid))
+            over.append((secs, share, test))
     tiers: dict[str, float] = {}
     for nodeid, secs in _SECONDS.items():
         for tier in sorted(_TIERS_OF.get(nodeid) or {"check"}):
             tiers[tier] = tiers.get(tier, 0.0) + secs
     total = sum(_SECONDS.values())
+    workers = getattr(config.option, "numprocesses", None) or 0
+    where = f"{workers} workers" if workers else "one process"
+    scope = "check" if config.option.markexpr == "not slow" else "suite"
+    limit = budget["total"][scope]
     write = terminalreporter.write_line
     terminalreporter.section("test-time budget")
-    scope = "check" if config.option.markexpr == "not slow" else "suite"
-    write(f"{len(_SECONDS)} tests, {total:.0f} s in tests; the {scope}'s share is "
-          f"{budget['total'][scope]} s ({BUDGET_FILE.name})")  # fmt: skip
+    write(f"{len(_SECONDS)} tests in {wall:.0f} s of wall time "
+          f"({where}; {total:.0f} s in tests); the {scope}'s budget is "
+          f"{limit} s of wall time ({BUDGET_FILE.name})")  # fmt: skip
     write("by tier (a test counts in each of its tiers): "
           + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(tiers.items())))  # fmt: skip
-    if total > budget["total"][scope]:
-        write(f"OVER BUDGET: the {scope} took {total:.0f} s > {budget['total'][scope]} s")
+    if wall > limit:
+        write(f"OVER BUDGET: the {scope} took {wall:.0f} s of wall time > {limit} s")
     for secs, share, nodeid in sorted(over, reverse=True):
         write(f"over its share: {nodeid}  {secs:.1f} s > {share} s")
+
+
+# -- what the whole run starts once ---------------------------------------------------------
+
+
+def once_per_run(name: str, start: Callable[[], dict]) -> dict:
+    """What `start()` returns (JSON), made by the first process of this run that asks for
+    `name` and read by the others (the workers of `pytest -n`): one Prefect server for the
+    whole run, not one per worker. A "pid" in it is a process the run stops at its end."""
+    from filelock import FileLock
+
+    path = RUN_DIR / f"{name}.json"
+    with FileLock(RUN_DIR / f"{name}.lock"):
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        info = start()
+        path.write_text(json.dumps(info), encoding="utf-8")
+        return info
+
+
+def _stop_what_the_run_started() -> None:
+    """In the process that started the run, after every worker is done: stop the processes
+    `once_per_run` recorded and remove the run's folder."""
+    import shutil
+
+    import psutil
+
+    for path in sorted(RUN_DIR.glob("*.json")):
+        pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except psutil.TimeoutExpired:
+                proc.kill()
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 @needs("flow")
 def prefect_api():
-    """One Prefect API server for the whole session (the server Prefect's ephemeral mode would
-    start once per process): every flow run in this process and in the CLI processes tests
-    start reports to it, instead of each CLI process starting its own (5-8 s each)."""
+    """One Prefect API server for the whole run (the server Prefect's ephemeral mode would
+    start once per process), shared by the workers: every flow run in the test processes and
+    in the CLI processes tests start reports to it, instead of each CLI process starting its
+    own (5-8 s each)."""
     from prefect.context import refresh_global_settings_context
-    from prefect.server.api.server import SubprocessASGIServer
 
-    server = SubprocessASGIServer(port=free_port())
-    server.start(timeout=180)
+    def start() -> dict:
+        import atexit
+
+        from prefect.server.api.server import SubprocessASGIServer
+
+        server = SubprocessASGIServer(port=free_port())
+        server.start(timeout=180)
+        atexit.unregister(server.stop)  # the other worker may still use it: the run stops it
+        return {"url": server.api_url, "pid": server.server_process.pid}
+
+    url = once_per_run("prefect_api", start)["url"]
     before = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["PREFECT_API_URL"] = url
     refresh_global_settings_context()
-    yield server.api_url
+    yield url
     if before is None:
         os.environ.pop("PREFECT_API_URL", None)
     else:
         os.environ["PREFECT_API_URL"] = before
     refresh_global_settings_context()
-    server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -383,7 +553,8 @@ def vllm_server(tmp_path_factory):
     # started with the offline engine's settings.
     cmd = [sys.executable, "-m", "cli", "llm", "serve", "--set", "llm.backend=vllm"]
     cmd += ["--port", str(port)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))  # a worker's share
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": threads}
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, env, timeout=420)
     yield base
@@ -400,3 +571,5 @@ def pytest_unconfigure(config):
     import logging
 
     logging.raiseExceptions = False
+    if os.environ.get("CURRICULUM_TEST_RUN_OWNER") == str(os.getpid()):
+        _stop_what_the_run_started()

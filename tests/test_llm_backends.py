@@ -33,7 +33,7 @@ from pipeline.llm.http_backend import (
     continuation_logprob,
     normalize_base_url,
 )
-from tests.conftest import ROOT, free_port, needs, start_server
+from tests.conftest import ROOT, free_port, needs, picks, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ _BACKENDS = {
 
 
 @pytest.fixture(scope="module", params=list(_BACKENDS))
-@needs("model", "engine", "server")
+@picks(_BACKENDS)  # its tiers and worker are those of the backend it picks
 def backend(request):
     return request.getfixturevalue(_BACKENDS[request.param])
 
