@@ -76,11 +76,12 @@ TIERS = {
 #   worker that asks and hands its address to the other;
 # - what lives in the test process (the vLLM engine, and the landed run made on it) or in a
 #   module (a module-scoped fixture: a server, a Ray cluster, a store built for the module's
-#   tests): the tests that use it form one group (pytest-xdist's `--dist loadgroup`), which
-#   one worker runs. A session fixture with a tier in ONE_WORKER groups its tests by that
-#   tier; a module fixture groups its tests by module and name (and parameter); a test using
-#   several joins their groups into one. The groups are computed from the fixtures at
-#   collection, so a new test that uses the landed run joins the engine's worker by itself.
+#   tests): the tests that use it form one group, which one worker runs (`--dist loadgroup`,
+#   scheduled by `pytest_xdist_make_scheduler` below). A session fixture with a tier in
+#   ONE_WORKER groups its tests by that tier; a module fixture groups its tests by module and
+#   name (and parameter); an `xdist_group` mark is a group too; a test using several joins
+#   their groups into one. The groups are computed from the fixtures at collection, so a new
+#   test that uses the landed run joins the engine's worker by itself.
 # The embedder and the transformers LLM load in each worker that needs them (seconds each).
 ONE_WORKER = {"engine"}
 _SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
@@ -148,9 +149,11 @@ def item_tiers(item) -> set[str]:
 
 
 def group_keys(item) -> set[str]:
-    """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses, and
-    each module-scoped (or class/package) fixture it uses, named per module and parameter."""
-    keys = set()
+    """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses,
+    each module-scoped (or class/package) fixture it uses, named per module and parameter, and
+    each `xdist_group` mark it carries."""
+    keys = {f"group:{m.args[0] if m.args else m.kwargs.get('name', 'default')}"
+            for m in item.iter_markers("xdist_group")}  # fmt: skip
     module = Path(item.nodeid.split("::")[0]).name
     for f in item_fixtures(item):
         if f.scope == "session":
@@ -179,16 +182,12 @@ def worker_groups(items) -> dict[str, str]:
     for k in list(parent):
         members.setdefault(root(k), set()).add(k)
     names = {r: min(ks & ONE_WORKER or ks) for r, ks in members.items()}
-    # a group name follows the node id after "@" (xdist): no "@", "[" or "]" in it
-    clean = {r: "".join(c if c.isalnum() or c in "._:=-" else "_" for c in n)
-             for r, n in names.items()}  # fmt: skip
-    return {nodeid: clean[root(keys[0])] for nodeid, keys in keys_of.items() if keys}
+    return {nodeid: names[root(keys[0])] for nodeid, keys in keys_of.items() if keys}
 
 
 def pytest_configure(config):
     for tier, why in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {why}")
-    config.addinivalue_line("markers", "xdist_group(name): tests that one worker runs together")
     if not hasattr(config, "workerinput"):  # the process that reports the run
         _STARTED.append(time.perf_counter())
 
@@ -208,10 +207,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("slow")
         # the reports carry the tiers to the process that reports the run (a worker's too)
         item.user_properties.append(("tiers", " ".join(sorted(tiers))))
-    groups = worker_groups(items)
-    for item in items:
-        if item.nodeid in groups:
-            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    if "PYTEST_XDIST_WORKER" in os.environ:  # for the scheduler, in the process of the run
+        path = RUN_DIR / f"groups-{os.environ['PYTEST_XDIST_WORKER']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(worker_groups(items)), encoding="utf-8")
+        path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by the groups of `worker_groups`. pytest-xdist's own loadgroup reads
+    them from a suffix it appends to each test's id at collection, which pytest 9.2 no longer
+    lets a plugin change (pytest-dev/pytest-xdist#1386): the tests went to both workers. Here
+    each worker leaves the groups it computed in the run's folder before it reports its
+    collection, and the scheduler, which starts once every worker has, reads them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FixtureGroups(LoadScopeScheduling):
+        """xdist's scope scheduling (a scope is one unit of work, the largest first), with a
+        test's scope its group, or the test alone."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = {}
+                for path in sorted(RUN_DIR.glob("groups-*.json")):
+                    self.groups |= json.loads(path.read_text(encoding="utf-8"))
+            return self.groups.get(nodeid, nodeid)
+
+    return FixtureGroups(config, log)
 
 
 # -- the suite measures itself --------------------------------------------------------------
@@ -235,11 +261,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     shares, default = budget["tests"], budget["default"]
     over = []
     for nodeid, secs in _SECONDS.items():
-        test = nodeid.rsplit("@", 1)[0] if "@" in nodeid.rsplit("]", 1)[-1] else nodeid
-        key = test if test in shares else test.split("[", 1)[0]
+        key = nodeid if nodeid in shares else nodeid.split("[", 1)[0]
         share = shares.get(key, default["slow" if _TIERS_OF.get(nodeid) else "check"])
         if secs > share:
-            over.append((secs, share, test))
+            over.append((secs, share, nodeid))
     tiers: dict[str, float] = {}
     for nodeid, secs in _SECONDS.items():
         for tier in sorted(_TIERS_OF.get(nodeid) or {"check"}):
