@@ -296,8 +296,8 @@ def once_per_run(name: str, start: Callable[[], dict]) -> dict:
     whole run, not one per worker. A "pid" in it is a process the run stops at its end."""
     from filelock import FileLock
 
-    path = RUN_DIR / f"{name}.json"
-    with FileLock(RUN_DIR / f"{name}.lock"):
+    path = RUN_DIR / f"once-{name}.json"
+    with FileLock(RUN_DIR / f"once-{name}.lock"):
         if path.exists():
             return json.loads(path.read_text(encoding="utf-8"))
         info = start()
@@ -312,8 +312,10 @@ def _stop_what_the_run_started() -> None:
 
     import psutil
 
-    for path in sorted(RUN_DIR.glob("*.json")):
+    for path in sorted(RUN_DIR.glob("once-*.json")):
         pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            continue
         with contextlib.suppress(psutil.NoSuchProcess):
             proc = psutil.Process(pid)
             proc.terminate()
