@@ -25,20 +25,40 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 # Flows run against a Prefect home of this session, never the user's ~/.prefect, whose
 # database may have been migrated by another Prefect version (3.7 cannot open a 3.8 one).
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="curriculum-test-prefect-"))
-# One folder per pytest run, shared by its workers (`pytest -n 2`: they inherit the environment
-# of the process that started them), for what the whole run starts once (`once_per_run`); the
-# process that made it stops what is recorded there and removes it at the end of the run.
-if "CURRICULUM_TEST_RUN_DIR" not in os.environ:
-    os.environ["CURRICULUM_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="curriculum-test-run-")
-    os.environ["CURRICULUM_TEST_RUN_OWNER"] = str(os.getpid())
-RUN_DIR = Path(os.environ["CURRICULUM_TEST_RUN_DIR"])
-# In a worker of `pytest -n N`: its share of the cores for OpenMP (torch, faiss, vLLM's CPU
-# engine, and the servers and CLI processes a test starts), unless OMP_NUM_THREADS is set.
-# Two workers of two spinning OpenMP threads each on two cores wait on each other's threads:
-# a decode-loop test took minutes instead of seconds that way.
-if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
-    _cores = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
-    os.environ["OMP_NUM_THREADS"] = str(max(1, _cores))
+
+
+def run_dir() -> Path:
+    """The folder of this pytest run, shared by its workers (`pytest -n 2`: they inherit the
+    environment of the process that started them, which made it in `pytest_configure`), for
+    what the whole run starts once (`once_per_run`) and the workers' groups; that process
+    stops what is recorded there and removes it at the end of the run."""
+    return Path(os.environ["CURRICULUM_TEST_RUN_DIR"])
+
+
+_OMP_GIVEN = "OMP_NUM_THREADS" in os.environ
+
+
+def share_the_cores() -> None:
+    """In a worker of `pytest -n N` (unless OMP_NUM_THREADS was given): the cores divided
+    among the workers still running, as the OpenMP threads of torch (in this process), faiss,
+    vLLM's CPU engine, and the servers and CLI processes a test starts. Two workers of two
+    OpenMP threads each on two cores would wait on each other's threads (the transformers
+    backend runs one thread on a busy machine for that reason); once the other worker is done,
+    this one gets both cores for what it starts next (the vLLM engine keeps the threads it
+    started with)."""
+    if _OMP_GIVEN or "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
+        return
+    running = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    if "CURRICULUM_TEST_RUN_DIR" in os.environ:
+        running -= len(list(run_dir().glob("done-*")))
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, running)))
+    if os.environ.get("OMP_NUM_THREADS") != threads:
+        os.environ["OMP_NUM_THREADS"] = threads
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(threads))
+
+
+share_the_cores()
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -188,8 +208,11 @@ def worker_groups(items) -> dict[str, str]:
 def pytest_configure(config):
     for tier, why in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {why}")
-    if not hasattr(config, "workerinput"):  # the process that reports the run
+    if not hasattr(config, "workerinput"):  # the process that starts and reports the run
         _STARTED.append(time.perf_counter())
+        if "CURRICULUM_TEST_RUN_DIR" not in os.environ:
+            os.environ["CURRICULUM_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="curriculum-test-run-")
+            os.environ["CURRICULUM_TEST_RUN_OWNER"] = str(os.getpid())
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and `-m` the tiers
@@ -208,7 +231,7 @@ def pytest_collection_modifyitems(config, items):
         # the reports carry the tiers to the process that reports the run (a worker's too)
         item.user_properties.append(("tiers", " ".join(sorted(tiers))))
     if "PYTEST_XDIST_WORKER" in os.environ:  # for the scheduler, in the process of the run
-        path = RUN_DIR / f"groups-{os.environ['PYTEST_XDIST_WORKER']}.json"
+        path = run_dir() / f"groups-{os.environ['PYTEST_XDIST_WORKER']}.json"
         path.with_suffix(".tmp").write_text(json.dumps(worker_groups(items)), encoding="utf-8")
         path.with_suffix(".tmp").replace(path)
 
@@ -233,11 +256,20 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if self.groups is None:
                 self.groups = {}
-                for path in sorted(RUN_DIR.glob("groups-*.json")):
+                for path in sorted(run_dir().glob("groups-*.json")):
                     self.groups |= json.loads(path.read_text(encoding="utf-8"))
             return self.groups.get(nodeid, nodeid)
 
     return FixtureGroups(config, log)
+
+
+def pytest_runtest_setup(item):
+    share_the_cores()
+
+
+def pytest_sessionfinish(session):
+    if "PYTEST_XDIST_WORKER" in os.environ:  # this worker has no more tests to run
+        (run_dir() / f"done-{os.environ['PYTEST_XDIST_WORKER']}").touch()
 
 
 # -- the suite measures itself --------------------------------------------------------------
@@ -296,8 +328,8 @@ def once_per_run(name: str, start: Callable[[], dict]) -> dict:
     whole run, not one per worker. A "pid" in it is a process the run stops at its end."""
     from filelock import FileLock
 
-    path = RUN_DIR / f"once-{name}.json"
-    with FileLock(RUN_DIR / f"once-{name}.lock"):
+    path = run_dir() / f"once-{name}.json"
+    with FileLock(run_dir() / f"once-{name}.lock"):
         if path.exists():
             return json.loads(path.read_text(encoding="utf-8"))
         info = start()
@@ -312,7 +344,7 @@ def _stop_what_the_run_started() -> None:
 
     import psutil
 
-    for path in sorted(RUN_DIR.glob("once-*.json")):
+    for path in sorted(run_dir().glob("once-*.json")):
         pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
         if not isinstance(pid, int) or pid == os.getpid():
             continue
@@ -323,7 +355,7 @@ def _stop_what_the_run_started() -> None:
                 proc.wait(timeout=10)
             except psutil.TimeoutExpired:
                 proc.kill()
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
+    shutil.rmtree(run_dir(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
