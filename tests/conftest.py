@@ -609,9 +609,12 @@ def vllm_server(tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # `curriculum llm serve` with llm.backend=vllm becomes vLLM's own server (same process),
-    # started with the offline engine's settings.
+    # started with the offline engine's settings but a 0.5 GiB KV cache (14k tokens) for the
+    # served tests' few short prompts: the offline engine is up meanwhile, and two 2 GiB caches
+    # were the peak of the run's memory. The cache's size changes no output
+    # (test_vllm_served_and_offline_engines_agree).
     cmd = [sys.executable, "-m", "cli", "llm", "serve", "--set", "llm.backend=vllm"]
-    cmd += ["--port", str(port)]
+    cmd += ["--set", "llm.kv_cache_gib=0.5", "--port", str(port)]
     threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))  # a worker's share
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": threads}
     base = f"http://127.0.0.1:{port}"
