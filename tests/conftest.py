@@ -231,9 +231,25 @@ def pytest_collection_modifyitems(config, items):
         # the reports carry the tiers to the process that reports the run (a worker's too)
         item.user_properties.append(("tiers", " ".join(sorted(tiers))))
     if "PYTEST_XDIST_WORKER" in os.environ:  # for the scheduler, in the process of the run
+        plan = {"groups": worker_groups(items), "seconds": expected_seconds(items)}
         path = run_dir() / f"groups-{os.environ['PYTEST_XDIST_WORKER']}.json"
-        path.with_suffix(".tmp").write_text(json.dumps(worker_groups(items)), encoding="utf-8")
+        path.with_suffix(".tmp").write_text(json.dumps(plan), encoding="utf-8")
         path.with_suffix(".tmp").replace(path)
+
+
+def expected_seconds(items) -> dict[str, float]:
+    """nodeid -> its share in tests/time_budget.toml (its own line, or its tier's default):
+    what the scheduler orders the units of work by."""
+    import tomllib
+
+    budget = tomllib.loads(BUDGET_FILE.read_text(encoding="utf-8"))
+    shares, default = budget["tests"], budget["default"]
+    out = {}
+    for item in items:
+        key = item.nodeid if item.nodeid in shares else item.nodeid.split("[", 1)[0]
+        tier = "slow" if item.get_closest_marker("slow") else "check"
+        out[item.nodeid] = float(shares.get(key, default[tier]))
+    return out
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
@@ -248,17 +264,36 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class FixtureGroups(LoadScopeScheduling):
-        """xdist's scope scheduling (a scope is one unit of work, the largest first), with a
-        test's scope its group, or the test alone."""
+        """xdist's scope scheduling with a test's scope its group, or the test alone: a unit
+        of work per scope, the first two the scopes of most tests (the engine's group first),
+        the rest longest first by their tests' shares of the budget, so that a long group
+        (the Ray cluster's) does not start last."""
 
-        groups: dict[str, str] | None = None
+        plan: dict[str, dict] | None = None
+
+        def _read_plan(self) -> dict[str, dict]:
+            if self.plan is None:
+                self.plan = {"groups": {}, "seconds": {}}
+                for path in sorted(run_dir().glob("groups-*.json")):
+                    for key, values in json.loads(path.read_text(encoding="utf-8")).items():
+                        self.plan[key] |= values
+            return self.plan
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:
-                self.groups = {}
-                for path in sorted(run_dir().glob("groups-*.json")):
-                    self.groups |= json.loads(path.read_text(encoding="utf-8"))
-            return self.groups.get(nodeid, nodeid)
+            return self._read_plan()["groups"].get(nodeid, nodeid)
+
+        def schedule(self) -> None:
+            first = self.collection is None
+            super().schedule()
+            if first and self.workqueue:
+                seconds = self._read_plan()["seconds"]
+
+                def length(unit) -> float:
+                    return sum(seconds.get(nodeid, 0.0) for nodeid in unit[1])
+
+                units = sorted(self.workqueue.items(), key=length, reverse=True)
+                self.workqueue.clear()
+                self.workqueue.update(units)
 
     return FixtureGroups(config, log)
 
