@@ -36,17 +36,23 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium
 
+# The suite runs in TEST_WORKERS pytest-xdist workers (one per core here; each loads its own
+# embedder and LLM), its heavy fixtures each started once (tests/conftest.py, docs/testing.md);
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS)
+
 test: $(STAMP) $(CHROMIUM)
-	CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q
+	CHROMIUM=$(CHROMIUM) $(PYTEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The loop for every edit (< 3 min): ruff, then the tests that need no model, engine, server,
+# The loop for every edit (< 2 min): ruff, then the tests that need no model, engine, server,
 # cluster, flow or landed run (tiers in tests/conftest.py). `make test` runs everything.
 check: $(STAMP) docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The documentation site (docs/, mkdocs.yml) into site/, offline; --strict fails on a broken
 # link, a missing page or a warning. The reference pages are generated from the code.

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +25,40 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 # Flows run against a Prefect home of this session, never the user's ~/.prefect, whose
 # database may have been migrated by another Prefect version (3.7 cannot open a 3.8 one).
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="curriculum-test-prefect-"))
+
+
+def run_dir() -> Path:
+    """The folder of this pytest run, shared by its workers (`pytest -n 2`: they inherit the
+    environment of the process that started them, which made it in `pytest_configure`), for
+    what the whole run starts once (`once_per_run`) and the workers' groups; that process
+    stops what is recorded there and removes it at the end of the run."""
+    return Path(os.environ["CURRICULUM_TEST_RUN_DIR"])
+
+
+_OMP_GIVEN = "OMP_NUM_THREADS" in os.environ
+
+
+def share_the_cores() -> None:
+    """In a worker of `pytest -n N` (unless OMP_NUM_THREADS was given): the cores divided
+    among the workers still running, as the OpenMP threads of torch (in this process), faiss,
+    vLLM's CPU engine, and the servers and CLI processes a test starts. Two workers of two
+    OpenMP threads each on two cores would wait on each other's threads (the transformers
+    backend runs one thread on a busy machine for that reason); once the other worker is done,
+    this one gets both cores for what it starts next (the vLLM engine keeps the threads it
+    started with)."""
+    if _OMP_GIVEN or "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
+        return
+    running = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    if "CURRICULUM_TEST_RUN_DIR" in os.environ:
+        running -= len(list(run_dir().glob("done-*")))
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, running)))
+    if os.environ.get("OMP_NUM_THREADS") != threads:
+        os.environ["OMP_NUM_THREADS"] = threads
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(threads))
+
+
+share_the_cores()
 
 ROOT = Path(__file__).resolve().parent.parent
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -50,8 +87,26 @@ TIERS = {
     "flow": "runs Prefect flows (on the session's Prefect server)",
     "run": "reads the session's landed nightly run",
 }
-_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, filled at collection
+# -- workers: `pytest -n 2` (make test, make check) ----------------------------------------
+#
+# Each worker is a pytest session of its own, so a session or module fixture would start once
+# per worker that runs a test using it. What must start once in the whole run goes one of two
+# ways:
+# - a process others can reach (the Prefect server): `once_per_run` starts it in the first
+#   worker that asks and hands its address to the other;
+# - what lives in the test process (the vLLM engine, and the landed run made on it) or in a
+#   module (a module-scoped fixture: a server, a Ray cluster, a store built for the module's
+#   tests): the tests that use it form one group, which one worker runs (`--dist loadgroup`,
+#   scheduled by `pytest_xdist_make_scheduler` below). A session fixture with a tier in
+#   ONE_WORKER groups its tests by that tier; a module fixture groups its tests by module and
+#   name (and parameter); an `xdist_group` mark is a group too; a test using several joins
+#   their groups into one. The groups are computed from the fixtures at collection, so a new
+#   test that uses the landed run joins the engine's worker by itself.
+# The embedder and the transformers LLM load in each worker that needs them (seconds each).
+ONE_WORKER = {"engine"}
 _SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
+_TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, from its reports (workers included)
+_STARTED: list[float] = []  # when this run started (perf_counter), in the reporting process
 BUDGET_FILE = Path(__file__).with_name("time_budget.toml")
 
 
@@ -66,22 +121,101 @@ def needs(*tiers: str):
     return tag
 
 
-def item_tiers(item) -> set[str]:
-    """The tiers of the fixtures an item uses (pytest's closure includes indirect ones)."""
+def picks(fixtures: dict[str, str]):
+    """Tag a parametrized fixture that returns another fixture by its parameter
+    (`request.getfixturevalue(fixtures[request.param])`): a test's tiers and worker group
+    follow the fixture its parameter picks, which pytest's own closure cannot see."""
+
+    def tag(fn):
+        fn.__picks__ = fixtures
+        return fn
+
+    return tag
+
+
+def _param(item, name: str):
+    spec = getattr(item, "callspec", None)
+    return spec.params.get(name) if spec is not None and name in spec.params else None
+
+
+def item_fixtures(item) -> list:
+    """The definitions of the fixtures an item uses: pytest's closure (indirect ones
+    included), plus, for a `@picks` fixture, the one the item's parameter picks and its own."""
     info = getattr(item, "_fixtureinfo", None)
-    found = set()
-    for name in getattr(item, "fixturenames", ()):
-        defs = info.name2fixturedefs.get(name) if info else None
-        if defs:
-            found.update(getattr(defs[-1].func, "__test_tiers__", ()))
+    if info is None:
+        return []
+    manager = item.session._fixturemanager
+    todo, seen, found = list(getattr(item, "fixturenames", ())), set(), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        defs = info.name2fixturedefs.get(name) or manager.getfixturedefs(name, item)
+        if not defs:
+            continue
+        fixture = defs[-1]
+        found.append(fixture)
+        todo.extend(fixture.argnames)
+        picks = getattr(fixture.func, "__picks__", None)
+        if picks and _param(item, name) in picks:
+            todo.append(picks[_param(item, name)])
     return found
+
+
+def item_tiers(item) -> set[str]:
+    """The tiers of the fixtures an item uses."""
+    return {t for f in item_fixtures(item) for t in getattr(f.func, "__test_tiers__", ())}
+
+
+def group_keys(item) -> set[str]:
+    """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses,
+    each module-scoped (or class/package) fixture it uses, named per module and parameter, and
+    each `xdist_group` mark it carries."""
+    keys = {f"group:{m.args[0] if m.args else m.kwargs.get('name', 'default')}"
+            for m in item.iter_markers("xdist_group")}  # fmt: skip
+    module = Path(item.nodeid.split("::")[0]).name
+    for f in item_fixtures(item):
+        if f.scope == "session":
+            keys.update(t for t in getattr(f.func, "__test_tiers__", ()) if t in ONE_WORKER)
+        elif f.scope != "function":
+            param = _param(item, f.argname)
+            keys.add(f"{module}::{f.argname}" + ("" if param is None else f"={param}"))
+    return keys
+
+
+def worker_groups(items) -> dict[str, str]:
+    """nodeid -> its worker group: the connected sets of group keys (a test using two keys
+    joins them), named by a ONE_WORKER tier in them, else by their first key."""
+    parent: dict[str, str] = {}
+
+    def root(k: str) -> str:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    keys_of = {item.nodeid: sorted(group_keys(item)) for item in items}
+    for keys in keys_of.values():
+        for k in keys:
+            parent[root(k)] = root(keys[0])
+    members: dict[str, set[str]] = {}
+    for k in list(parent):
+        members.setdefault(root(k), set()).add(k)
+    names = {r: min(ks & ONE_WORKER or ks) for r, ks in members.items()}
+    return {nodeid: names[root(keys[0])] for nodeid, keys in keys_of.items() if keys}
 
 
 def pytest_configure(config):
     for tier, why in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {why}")
+    if not hasattr(config, "workerinput"):  # the process that starts and reports the run
+        _STARTED.append(time.perf_counter())
+        if "CURRICULUM_TEST_RUN_DIR" not in os.environ:
+            os.environ["CURRICULUM_TEST_RUN_DIR"] = tempfile.mkdtemp(prefix="curriculum-test-run-")
+            os.environ["CURRICULUM_TEST_RUN_OWNER"] = str(os.getpid())
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups and `-m` the tiers
 def pytest_collection_modifyitems(config, items):
     for item in items:
         tiers = item_tiers(item)
@@ -90,11 +224,87 @@ def pytest_collection_modifyitems(config, items):
             # flows report to the session's server.
             item.fixturenames.append("prefect_api")
             tiers = {"flow"}
-        _TIERS_OF[item.nodeid] = tiers
         for tier in sorted(tiers):
             item.add_marker(tier)
         if tiers:
             item.add_marker("slow")
+        # the reports carry the tiers to the process that reports the run (a worker's too)
+        item.user_properties.append(("tiers", " ".join(sorted(tiers))))
+    if "PYTEST_XDIST_WORKER" in os.environ:  # for the scheduler, in the process of the run
+        plan = {"groups": worker_groups(items), "seconds": expected_seconds(items)}
+        path = run_dir() / f"groups-{os.environ['PYTEST_XDIST_WORKER']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(plan), encoding="utf-8")
+        path.with_suffix(".tmp").replace(path)
+
+
+def expected_seconds(items) -> dict[str, float]:
+    """nodeid -> its share in tests/time_budget.toml (its own line, or its tier's default):
+    what the scheduler orders the units of work by."""
+    import tomllib
+
+    budget = tomllib.loads(BUDGET_FILE.read_text(encoding="utf-8"))
+    shares, default = budget["tests"], budget["default"]
+    out = {}
+    for item in items:
+        key = item.nodeid if item.nodeid in shares else item.nodeid.split("[", 1)[0]
+        tier = "slow" if item.get_closest_marker("slow") else "check"
+        out[item.nodeid] = float(shares.get(key, default[tier]))
+    return out
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by the groups of `worker_groups`. pytest-xdist's own loadgroup reads
+    them from a suffix it appends to each test's id at collection, which pytest 9.2 no longer
+    lets a plugin change (pytest-dev/pytest-xdist#1386): the tests went to both workers. Here
+    each worker leaves the groups it computed in the run's folder before it reports its
+    collection, and the scheduler, which starts once every worker has, reads them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FixtureGroups(LoadScopeScheduling):
+        """xdist's scope scheduling with a test's scope its group, or the test alone: a unit
+        of work per scope, the first two the scopes of most tests (the engine's group first),
+        the rest longest first by their tests' shares of the budget, so that a long group
+        (the Ray cluster's) does not start last."""
+
+        plan: dict[str, dict] | None = None
+
+        def _read_plan(self) -> dict[str, dict]:
+            if self.plan is None:
+                self.plan = {"groups": {}, "seconds": {}}
+                for path in sorted(run_dir().glob("groups-*.json")):
+                    for key, values in json.loads(path.read_text(encoding="utf-8")).items():
+                        self.plan[key] |= values
+            return self.plan
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self._read_plan()["groups"].get(nodeid, nodeid)
+
+        def schedule(self) -> None:
+            first = self.collection is None
+            super().schedule()
+            if first and self.workqueue:
+                seconds = self._read_plan()["seconds"]
+
+                def length(unit) -> float:
+                    return sum(seconds.get(nodeid, 0.0) for nodeid in unit[1])
+
+                units = sorted(self.workqueue.items(), key=length, reverse=True)
+                self.workqueue.clear()
+                self.workqueue.update(units)
+
+    return FixtureGroups(config, log)
+
+
+def pytest_runtest_setup(item):
+    share_the_cores()
+
+
+def pytest_sessionfinish(session):
+    if "PYTEST_XDIST_WORKER" in os.environ:  # this worker has no more tests to run
+        (run_dir() / f"done-{os.environ['PYTEST_XDIST_WORKER']}").touch()
 
 
 # -- the suite measures itself --------------------------------------------------------------
@@ -102,15 +312,18 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+    _TIERS_OF.setdefault(report.nodeid, set(dict(report.user_properties).get("tiers", "").split()))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Each test's time against its share in tests/time_budget.toml, and the tier totals:
-    a test that grows past its share shows at review time (a report, not a failure)."""
+    """The run's wall time against its budget in tests/time_budget.toml, each test's time
+    against its share there, and the tier totals: a test that grows past its share shows at
+    review time (a report, not a failure)."""
     import tomllib
 
     if not _SECONDS:
         return
+    wall = time.perf_counter() - _STARTED[0] if _STARTED else 0.0
     budget = tomllib.loads(BUDGET_FILE.read_text(encoding="utf-8"))
     shares, default = budget["tests"], budget["default"]
     over = []
@@ -124,40 +337,91 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for tier in sorted(_TIERS_OF.get(nodeid) or {"check"}):
             tiers[tier] = tiers.get(tier, 0.0) + secs
     total = sum(_SECONDS.values())
+    workers = getattr(config.option, "numprocesses", None) or 0
+    where = f"{workers} workers" if workers else "one process"
+    scope = "check" if config.option.markexpr == "not slow" else "suite"
+    limit = budget["total"][scope]
     write = terminalreporter.write_line
     terminalreporter.section("test-time budget")
-    scope = "check" if config.option.markexpr == "not slow" else "suite"
-    write(f"{len(_SECONDS)} tests, {total:.0f} s in tests; the {scope}'s share is "
-          f"{budget['total'][scope]} s ({BUDGET_FILE.name})")  # fmt: skip
+    write(f"{len(_SECONDS)} tests in {wall:.0f} s of wall time "
+          f"({where}; {total:.0f} s in tests); the {scope}'s budget is "
+          f"{limit} s of wall time ({BUDGET_FILE.name})")  # fmt: skip
     write("by tier (a test counts in each of its tiers): "
           + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(tiers.items())))  # fmt: skip
-    if total > budget["total"][scope]:
-        write(f"OVER BUDGET: the {scope} took {total:.0f} s > {budget['total'][scope]} s")
+    if wall > limit:
+        write(f"OVER BUDGET: the {scope} took {wall:.0f} s of wall time > {limit} s")
     for secs, share, nodeid in sorted(over, reverse=True):
         write(f"over its share: {nodeid}  {secs:.1f} s > {share} s")
+
+
+# -- what the whole run starts once ---------------------------------------------------------
+
+
+def once_per_run(name: str, start: Callable[[], dict]) -> dict:
+    """What `start()` returns (JSON), made by the first process of this run that asks for
+    `name` and read by the others (the workers of `pytest -n`): one Prefect server for the
+    whole run, not one per worker. A "pid" in it is a process the run stops at its end."""
+    from filelock import FileLock
+
+    path = run_dir() / f"once-{name}.json"
+    with FileLock(run_dir() / f"once-{name}.lock"):
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        info = start()
+        path.write_text(json.dumps(info), encoding="utf-8")
+        return info
+
+
+def _stop_what_the_run_started() -> None:
+    """In the process that started the run, after every worker is done: stop the processes
+    `once_per_run` recorded and remove the run's folder."""
+    import shutil
+
+    import psutil
+
+    for path in sorted(run_dir().glob("once-*.json")):
+        pid = json.loads(path.read_text(encoding="utf-8")).get("pid")
+        if not isinstance(pid, int) or pid == os.getpid():
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except psutil.TimeoutExpired:
+                proc.kill()
+    shutil.rmtree(run_dir(), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 @needs("flow")
 def prefect_api():
-    """One Prefect API server for the whole session (the server Prefect's ephemeral mode would
-    start once per process): every flow run in this process and in the CLI processes tests
-    start reports to it, instead of each CLI process starting its own (5-8 s each)."""
+    """One Prefect API server for the whole run (the server Prefect's ephemeral mode would
+    start once per process), shared by the workers: every flow run in the test processes and
+    in the CLI processes tests start reports to it, instead of each CLI process starting its
+    own (5-8 s each)."""
     from prefect.context import refresh_global_settings_context
-    from prefect.server.api.server import SubprocessASGIServer
 
-    server = SubprocessASGIServer(port=free_port())
-    server.start(timeout=180)
+    def start() -> dict:
+        import atexit
+
+        from prefect.server.api.server import SubprocessASGIServer
+
+        server = SubprocessASGIServer(port=free_port())
+        server.start(timeout=180)
+        atexit.unregister(server.stop)  # the other worker may still use it: the run stops it
+        return {"url": server.api_url, "pid": server.server_process.pid}
+
+    url = once_per_run("prefect_api", start)["url"]
     before = os.environ.get("PREFECT_API_URL")
-    os.environ["PREFECT_API_URL"] = server.api_url
+    os.environ["PREFECT_API_URL"] = url
     refresh_global_settings_context()
-    yield server.api_url
+    yield url
     if before is None:
         os.environ.pop("PREFECT_API_URL", None)
     else:
         os.environ["PREFECT_API_URL"] = before
     refresh_global_settings_context()
-    server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -380,10 +644,14 @@ def vllm_server(tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # `curriculum llm serve` with llm.backend=vllm becomes vLLM's own server (same process),
-    # started with the offline engine's settings.
+    # started with the offline engine's settings but a 0.5 GiB KV cache (14k tokens) for the
+    # served tests' few short prompts: the offline engine is up meanwhile, and two 2 GiB caches
+    # were the peak of the run's memory. The cache's size changes no output
+    # (test_vllm_served_and_offline_engines_agree).
     cmd = [sys.executable, "-m", "cli", "llm", "serve", "--set", "llm.backend=vllm"]
-    cmd += ["--port", str(port)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(os.cpu_count() or 1)}
+    cmd += ["--set", "llm.kv_cache_gib=0.5", "--port", str(port)]
+    threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))  # a worker's share
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": threads}
     base = f"http://127.0.0.1:{port}"
     proc = start_server(cmd, base, log_path, env, timeout=420)
     yield base
@@ -400,3 +668,5 @@ def pytest_unconfigure(config):
     import logging
 
     logging.raiseExceptions = False
+    if os.environ.get("CURRICULUM_TEST_RUN_OWNER") == str(os.getpid()):
+        _stop_what_the_run_started()

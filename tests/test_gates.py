@@ -74,14 +74,17 @@ def test_auc_and_leakage_share_on_hand_made_scores():
 # ---- the gates on the real 270M model ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+# Session-scoped (one per worker, cheap to build): a module-scoped fixture would run every
+# test that uses it in one worker (tests/conftest.py), the transformers-model gates with the
+# vLLM engine's.
+@pytest.fixture(scope="session")
 def retriever(sample_index, embedder):
     from pipeline.retrieval.faiss_index import Retriever
 
     return Retriever(sample_index.dir, embedder)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shots():
     from pipeline.agents.prompts import load_few_shot
     from tests.conftest import ROOT

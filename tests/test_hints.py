@@ -73,10 +73,11 @@ def _root() -> None:
     """Stand-in for the `curriculum` app."""
 
 
-@pytest.fixture
-def catalog(tmp_path) -> str:
-    path = Store(tmp_path / "out", tmp_path / "out" / "catalog.duckdb").refresh_catalog()
-    return f"store.catalog={path}"
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory) -> str:
+    """An empty store's catalog, built once: the audits only read it."""
+    out = tmp_path_factory.mktemp("hints") / "out"
+    return f"store.catalog={Store(out, out / 'catalog.duckdb').refresh_catalog()}"
 
 
 def audit_cli(*args: str) -> tuple[int, str, str | None]:
