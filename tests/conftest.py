@@ -451,7 +451,9 @@ def sample_index(tmp_path_factory, embedder):
     out = tmp_path_factory.mktemp("sample-index") / "out"
     cfg = load_config(None, [f"store.out_dir={out}"])
     art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=out)
-    return SimpleNamespace(out=out, dir=art.dir, passages=art.passages, reused=art.reused)
+    return SimpleNamespace(
+        out=out, dir=art.dir, passages=art.passages, table=art.passages_path, reused=art.reused
+    )
 
 
 @pytest.fixture(scope="session")

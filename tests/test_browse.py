@@ -96,6 +96,11 @@ def _authored_records(con, cfg_hash: str) -> tuple[list[dict], dict]:
                 "question_source": "template",
                 "shortcut_verdict": "pass",
                 "uniqueness_verdict": "pass",
+                "one_search_answerable": False,
+                "one_search_verdict": "pass",
+                "disconnected": False,
+                "connected_verdict": "not_applicable",
+                "single_hop_share": 1.0,  # a run without the one-hop cap
                 "gate_verdicts": [],
                 "waypoints": [],
                 "kg_path": None,
@@ -111,8 +116,15 @@ def _authored_records(con, cfg_hash: str) -> tuple[list[dict], dict]:
             {**rows[1]["evidence_chain"][0], "hop": 1},
             {**rows[0]["evidence_chain"][0], "hop": 2},
         ]
-        rows[0] |= {"subgraph_id": sg[0], "kg_path": sg[1], "waypoints": sg[2], "hop_count": 2,
-                    "evidence_chain": chain, "evidence_mode": "kg_path"}  # fmt: skip
+        rows[0] |= {
+            "subgraph_id": sg[0],
+            "kg_path": sg[1],
+            "waypoints": sg[2],
+            "hop_count": 2,
+            "evidence_chain": chain,
+            "evidence_mode": "kg_path",
+            "connected_verdict": "pass",
+        }
     hostile = {**rows[3], **HOSTILE, "record_id": "hostile0", "slot": 9, "verifier_v": 0.3}
     hostile["evidence_char_start"] = hostile["evidence_char_end"] = None
     return [*rows, hostile], {"kg": rows[0] if sg is not None else None}

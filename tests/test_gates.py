@@ -181,7 +181,8 @@ def test_verifier_controls_on_real_model_outputs(vllm_llm, retriever, shots):
     subjects = control_subjects(items, [0, 1, 2], verified, 1.0)
     _, title, text = retriever.passages.get([7])[0]
 
-    def off_topic(record_id: str, cluster: int):
+    def off_topic(record_id: str, cluster: int, hops: int):
+        assert hops == 1  # one-hop subjects: a one-passage off-topic control
         return f"{title}: {text}", "passage-7", cluster + 10
 
     vr = VerifierRun(("mc", "teacher_forced", "teacher_forced_pmi"), 2, 1.0, 1.0, 8, 5)
@@ -367,8 +368,8 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
             [landed_run.run_id] * 3,
         ).fetchone()
         verdicts = con.execute(
-            "SELECT gold_correct, shortcut_verdict, uniqueness_verdict, len(kg_path.relations), "
-            "gold_n FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
+            "SELECT gold_correct, shortcut_verdict, uniqueness_verdict, hop_count, gold_n, "
+            "gold_decided_by FROM curriculum WHERE run_id = ? AND verifier_v IS NOT NULL",
             [landed_run.run_id],
         ).fetchall()
         pairs_per_shard = con.execute(
@@ -383,14 +384,16 @@ def test_landed_run_gates_views_match_their_rows(landed_run):
     assert judged == multi and shortcut_rows == judged * 2 * 2
     assert steps["shortcut"] == looked
     assert steps["gold_evidence"] == verified  # every verified record, gates.gold_n answers each
-    assert gold == sum(n for _, _, _, _, n in verdicts) and {n for *_, n in verdicts} == {3}
-    for gold_correct, sc, un, hops, _ in verdicts:
-        # nothing answered with the gold evidence: no gate may pass the record
-        assert (gold_correct == 0) == (un == "undetermined"), (gold_correct, un)
-        if gold_correct == 0:
+    assert gold == sum(v[4] for v in verdicts) and {v[4] for v in verdicts} == {3}
+    for gold_correct, sc, un, hops, _, decided_by in verdicts:
+        # a gold answer right, or else the chain raising log P(answer), shows the record
+        # answerable; with neither, no gate may pass it
+        assert (decided_by == "sampling") == (gold_correct > 0), (gold_correct, decided_by)
+        assert (decided_by is None) == (un == "undetermined"), (decided_by, un)
+        if decided_by is None:
             assert sc in ("undetermined", "not_applicable")
         if sc != "not_applicable":
-            assert (hops or 1) >= 2
+            assert hops >= 2
     real = {(r, m): v for r, m, c, v in rows if c == "real"}
     methods = {m for _, m, _, _ in rows}  # teacher-forced runs also store the PMI variant
     assert len(real) == verified * len(methods)  # every verified record, every method
@@ -425,9 +428,9 @@ def sample_facts(sample_index, tmp_path_factory):
     ingest(cfg, inputs.dump, out)
     ing, _ = ingest_dir(cfg, inputs.dump, out)
     linked = out / "linked.parquet"
-    with KnowledgeGraph(ing, sample_index.passages, inputs.relation_filter()) as graph:
+    with KnowledgeGraph(ing, sample_index.table, inputs.relation_filter()) as graph:
         pq.write_table(graph.linked_entities(), linked)
-    ids = pq.read_table(sample_index.passages, columns=["id"])["id"].to_pylist()
+    ids = pq.read_table(sample_index.table, columns=["id"])["id"].to_pylist()
     return entity_facts(ing, linked, ids, PROPERTIES)
 
 
@@ -591,22 +594,32 @@ def test_connected_gate_on_real_model_scores(vllm_llm, shots):
 
     def target(*hops):
         chain = tuple(Hop("p", 0, len(t), t, s, r, o, "article") for s, r, o, t in hops)
-        return Target(kind="kg", answer="Europe", aliases=("Europe",), evidence=chain[-1].text,
-                      chain=chain)  # fmt: skip
+        return Target(
+            kind="kg", answer="Europe", aliases=("Europe",), evidence=chain[-1].text, chain=chain
+        )
 
-    died = ("Niels Bohr", "place of death", "Copenhagen", "Bohr died in Copenhagen in 1962.")
+    # Hop 1's sentence mentions other continents: the model's P(Europe) rises without it
+    # (measured with both backends: by 0.5 nats after the clean final sentence, 0.8 after
+    # the one that names Bohr's place of death again).
+    died = (
+        "Niels Bohr",
+        "place of death",
+        "Copenhagen",
+        "Bohr, who had lectured across America, Asia and Africa, died in Copenhagen in 1962.",
+    )
     capital = ("Copenhagen", "country", "Denmark", "Copenhagen is the capital of Denmark.")
-    clean = target(died, capital, ("Denmark", "continent", "Europe",
-                                   "Denmark is a Nordic country in Northern Europe."))  # fmt: skip
-    again = target(died, capital, ("Denmark", "continent", "Europe",
-                                   "Denmark, with its capital Copenhagen, is a Nordic country in "
-                                   "Northern Europe."))  # fmt: skip
+    end = "Denmark is a Nordic country in Northern Europe."
+    clean = target(died, capital, ("Denmark", "continent", "Europe", end))
+    end = "Denmark, where Niels Bohr died in Copenhagen, is a Nordic country in Northern Europe."
+    again = target(died, capital, ("Denmark", "continent", "Europe", end))
     q = "On which continent is the country of the place of death of Niels Bohr?"
-    items = [VerifierItem(f"r{k}", q, "Europe", " ".join(h.text for h in t.chain))
-             for k, t in enumerate((clean, again))]  # fmt: skip
+    items = [
+        VerifierItem(f"r{k}", q, "Europe", " ".join(h.text for h in t.chain))
+        for k, t in enumerate((clean, again))
+    ]
     now = dt.datetime.now(dt.UTC)
-    st = ShardState(0, [None, None], 0, ["r0", "r1"], [""] * 2, [""] * 2, [""] * 2, [None] * 2,
-                    [clean, again], now)  # fmt: skip
+    blank, none = [""] * 2, [None] * 2
+    st = ShardState(0, none, 0, ["r0", "r1"], blank, blank, blank, none, [clean, again], now)
     st.ver_idx, st.ver_items = [0, 1], items
     st.gates = {i: GateResult() for i in range(2)}
     for g in st.gates.values():
@@ -615,14 +628,15 @@ def test_connected_gate_on_real_model_scores(vllm_llm, shots):
     Connected(True, "teacher_forced").run(ctx, st)
     c0, c1 = st.gates[0].columns, st.gates[1].columns
     assert len(c0["hop_drop_logprobs"]) == len(c1["hop_drop_logprobs"]) == 3
-    # the final hop holds the answer: without it, P(answer) falls for both chains
     real = verify_real(vllm_llm, items, shots)
-    assert all(c["hop_drop_logprobs"][2] < lp for c, lp in zip((c0, c1), real, strict=True))
-    # the clean chain states each link once: whatever the scores say of hops 1-2, connected
+    for c, lp in zip((c0, c1), real, strict=True):
+        assert lp <= c["hop_drop_logprobs"][0]  # without hop 1, P(answer) does not fall
+    # the clean chain states Bohr's place of death once: the scores ignore the chain's only
+    # link to Copenhagen, so the text decides, and it is connected
     assert (c0["disconnected"], c0["connected_verdict"]) == (False, "pass")
-    # the second chain's last sentence states hop 2's link again; leaving hop 2 out does not
-    # lower P(answer) (checked here, then judged): disconnected, by the scores and the text
-    assert c1["hop_drop_logprobs"][1] >= real[1]
+    assert c0["connected_decided_by"] == "rules"
+    # the second chain's last sentence states hop 1's link again: disconnected, by the scores
+    # (leaving hop 1 out does not lower P(answer)) and the text
     assert (c1["disconnected"], c1["connected_verdict"]) == (True, "fail")
     assert c1["connected_decided_by"] == "teacher_forced"
     rows = st.gates[1].controls

@@ -567,12 +567,15 @@ def test_the_card_quotes_paths_for_the_shell_and_renders_record_text_as_text(exp
     card = (out / "README.md").read_text()
     bash = card.split("```bash\n", 1)[1].split("```", 1)[0]
     words = shlex.split(bash.replace("\\\n", " "))
-    assert f"data.train_files={out / 'verl' / 'train.parquet'}" in words
-    assert f"reward.custom_reward_function.path={out / 'reward.py'}" in words
+    # The commands run from the export folder and name its files relatively: the folder's
+    # hostile name reaches neither the shell nor the Python block.
+    assert "data.train_files=verl/train.parquet" in words
+    assert "reward.custom_reward_function.path=reward.py" in words
     python = card.split("```python\n", 1)[1].split("```", 1)[0]
     tree = ast.parse(python)
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
-    assert str(out / "reward.py") in strings and str(out / "hf") in strings
+    assert "reward.py" in strings and "hf" in strings
+    assert "pwned" not in card and str(tmp_path) not in card
     m = res.manifest
     m["runs"][0]["profile"] = "<img src=x onerror=alert(1)>|<script>x</script>"
     m["warnings"].append("run <b>bold</b> & <a href='javascript:alert(1)'>x</a>")

@@ -136,7 +136,7 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     con = duckdb.connect(str(tmp_path / "out" / "catalog.duckdb"), read_only=True)
     night = [run_id]
     got = con.execute(
-        """SELECT record_id, cluster_id, task_type, hop_count FROM curriculum
+        """SELECT record_id, cluster_id, task_type, planned_hops FROM curriculum
            WHERE run_id = ? ORDER BY slot""",
         night,
     ).fetchall()

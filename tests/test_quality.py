@@ -274,6 +274,11 @@ def _curriculum_row(**values) -> dict:
         "shortcut_verdict": "pass",
         "uniqueness_verdict": "pass",
         "invalid_reason": None,
+        "one_search_answerable": False,
+        "one_search_verdict": "pass",
+        "disconnected": False,
+        "connected_verdict": "not_applicable",
+        "single_hop_share": 1.0,  # no cap on one-hop records
     }  # the LLM gates passed
     return {**{f.name: default(f.type) for f in schema_for("curriculum")}, **neutral, **values}
 

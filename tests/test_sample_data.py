@@ -44,7 +44,7 @@ def test_most_of_the_demos_paths_are_stated_hop_by_hop(sample_index, embedder, t
     ingest(cfg, inputs.dump, Path(tmp_path))
     ing, _ = ingest_dir(cfg, inputs.dump, Path(tmp_path))
     retriever = Retriever(sample_index.dir, embedder)
-    with KnowledgeGraph(ing, sample_index.passages, inputs.relation_filter()) as graph:
+    with KnowledgeGraph(ing, sample_index.table, inputs.relation_filter()) as graph:
         seeds = choose_seeds(graph, cfg.kg.num_seeds, cfg.seed)
         paths = _paths(graph, seeds, 4)
         linked = graph.nodes({p[k][0] for p in paths for k in range(0, len(p), 2)})

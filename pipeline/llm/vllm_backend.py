@@ -384,12 +384,12 @@ class VLLMGenerator:
         for p, out in zip(prompts, outputs, strict=True):
             n_prompt, n_cached = len(out.prompt_token_ids or ()), out.num_cached_tokens or 0
             n_gen = sum(len(o.token_ids) for o in out.outputs)
+            if scored:  # the engine's counters say the same as `usage`
+                n_prompt, n_gen = n_prompt + n_gen, 0
             st["rows"] += 1
             st["prompt_tokens"] += n_prompt
             st["cached_prompt_tokens"] += n_cached
             st["generated_tokens"] += n_gen
-            if scored:
-                n_prompt, n_gen = n_prompt + n_gen, 0
             computed, cached = computed + n_prompt - n_cached, cached + n_cached
             generated.append((p, n_gen))
         usage.report(generated, computed, cached)
