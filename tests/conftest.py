@@ -533,7 +533,7 @@ LANDED_SETTINGS = [
     "generation.shard_size=2",
     "verifier.m=2",
     "rewards.n_solver=2",
-    "kg.num_seeds=4",
+    "kg.num_seeds=8",  # 2 of the first 8 sample seeds have a chainable 3+-hop path
     "generation.max_turns=2",
     "gates.shortcut_n=2",  # the LLM gates run too, with fewer samples
 ]
