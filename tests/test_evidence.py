@@ -141,6 +141,31 @@ def test_kg_answers_are_the_path_end_entity_with_verbatim_support(tiny_retriever
     assert out[5].reason == "no_supporting_passage" and out[5].answer is None
 
 
+def test_a_chain_states_each_hop_and_a_hop_no_passage_states_leaves_it_unposed(tiny_retriever):
+    """Hop by hop: each hop's sentence names its subject (or lies in its article), the
+    property's cue and its object; the bridge is hidden. A hop that no passage states, first
+    or last, leaves the task unposed with the position of the missing hop."""
+    river = ("P206x", "on river")
+    length = ("P2043", "length"), ("quantity:+1047/Q828224", "1,047 kilometre")
+    chained = _path(("Q5", "Kraków"), river, ("Q6", "Vistula"), *length)
+    located = ("P131", "located in")
+    first = _path(("Q13", "Warsaw"), located, ("Q5", "Kraków"), river, ("Q6", "Vistula"))
+    day = ("time:+1949-05-23T00:00:00Z/11", "23 May 1949")
+    last = _path(("Q5", "Kraków"), river, ("Q6", "Vistula"), ("P571", "inception"), day)
+    items = [(p, 2, PASSAGES[4]) for p in (chained, first, last)]
+    t, no_first, no_last = kg_targets(tiny_retriever, items, {}, k=6)
+    assert [(h.passage_id, h.subject, h.object) for h in t.chain] == [
+        ("p5", "Kraków", "Vistula"),
+        ("p2", "Vistula", "1,047 km"),
+    ]
+    for h in t.chain:  # verbatim, at its offsets
+        text = next(x for i, _, x in PASSAGES if i == h.passage_id)
+        assert text[h.start : h.end] == h.text
+    assert t.hops == 2 and t.evidence == t.chain[-1].text and "Vistula" in t.hidden
+    for u, hop in ((no_first, 1), (no_last, 2)):
+        assert not u.posed and u.reason == "no_supporting_passage" and u.missing_hop == hop
+
+
 def test_many_valued_hops_shorten_or_drop_the_path():
     p = _path(("Q1", "Switzerland"), ("P47", "shares border with"), ("Q2", "Germany"),
               ("P571", "inception"), ("Q3", "1949"))["target_path"]  # fmt: skip
