@@ -340,6 +340,10 @@ def test_verl_parquet_loads_with_pyarrow_and_matches_the_catalog(exported, lande
             # every accepted form of the answer, the answer first (Search-R1's golden_answers)
             assert gt["target"] == list(dict.fromkeys([src["answer"], *src["answer_aliases"]]))
             assert gt["evidence"] == src["evidence"]
+            # one verbatim sentence per hop of the question, the last one its evidence
+            assert gt["evidence_chain"] == [h["text"] for h in src["evidence_chain"]]
+            assert len(gt["evidence_chain"]) == src["hop_count"] == info["hop_count"]
+            assert gt["evidence_chain"][-1] == src["evidence"]
             assert gt["waypoints"] == (src["waypoints"] or [])
             assert info["evidence_passage_id"] == src["evidence_passage_id"]
             assert info["run_id"] == landed_run.run_id
@@ -387,6 +391,8 @@ def test_train_and_validation_share_no_passage(exported):
         for s in ("train", "validation")
     }
     assert [len(lines[s]) for s in lines] == [exported.counts[s] for s in lines]
+    for r in lines["train"] + lines["validation"]:  # hop_count is the question's own hops
+        assert r["hop_count"] == len(r["evidence_chain"]) >= 1
     passages = {
         s: ({r["source_passage_id"] for r in rs} | {r["evidence_passage_id"] for r in rs}) - {None}
         for s, rs in lines.items()
