@@ -74,10 +74,11 @@ class CallLog:
 def engine_tokens(outputs) -> int:
     """Prompt tokens computed (not from the cache) + tokens generated, over a call."""
     return sum(
-        len(o.prompt_token_ids or ()) - (o.num_cached_tokens or 0)
+        len(o.prompt_token_ids or ())
+        - (o.num_cached_tokens or 0)
         + sum(len(c.token_ids) for c in o.outputs)
         for o in outputs
-    )  # fmt: skip
+    )
 
 
 def replay(gen, calls: list[tuple[list, object]]) -> tuple[float, int]:
@@ -115,8 +116,15 @@ def child(args: argparse.Namespace) -> dict:
     for row in out.shard_steps:
         n = row["llm_calls"]
         tokens = (row["prompt_tokens_computed"] or 0) + (row["generated_tokens"] or 0)
-        steps.append({"step": row["step"], "seconds": row["seconds"], "calls": (k, k + n),
-                      "tokens": tokens, "records": row["items"]})  # fmt: skip
+        steps.append(
+            {
+                "step": row["step"],
+                "seconds": row["seconds"],
+                "calls": (k, k + n),
+                "tokens": tokens,
+                "records": row["items"],
+            }
+        )
         k += n
     res: dict = {"ready_s": ready, "steps": steps, "load": load()}
     if not args.extras:
@@ -172,10 +180,12 @@ def mean(xs) -> float:
 def print_bindings(res: dict[str, list[dict]]) -> None:
     names = [s["step"] for s in res["all cores"][0]["steps"] if s["calls"][1] > s["calls"][0]]
     sec = {
-        label: {n: mean(next(s["seconds"] for s in r["steps"] if s["step"] == n) for r in runs)
-                for n in names}
+        label: {
+            n: mean(next(s["seconds"] for s in r["steps"] if s["step"] == n) for r in runs)
+            for n in names
+        }
         for label, runs in res.items()
-    }  # fmt: skip
+    }
     print("\n1. every core vs vLLM's default binding (LLM steps, mean seconds per round)")
     print(f"{'step':<16}{'default':>10}{'all cores':>11}{'ratio':>8}")
     for n in names:
@@ -248,15 +258,20 @@ def print_catalog(path: Path) -> None:
         "SELECT seconds, records, accepted FROM run_costs WHERE run_id = ?", [rid]
     ).fetchone()
     llm = sum(s[1] for s in steps)
-    print(f"  run {rid}: wall {wall:.0f} s (runs), shard steps {costs[0]:.1f} s (run_costs), "
-          f"LLM steps {llm:.1f} s; records {costs[1]}, accepted {costs[2]}")  # fmt: skip
+    print(
+        f"  run {rid}: wall {wall:.0f} s (runs), shard steps {costs[0]:.1f} s (run_costs), "
+        f"LLM steps {llm:.1f} s; records {costs[1]}, accepted {costs[2]}"
+    )
     for step, sec, comp, cached, gen in steps:
-        print(f"  {step:<16}{sec:>8.1f} s  prompt tokens computed {comp or 0:>6.0f}, "
-              f"cached {cached or 0:>6.0f}, generated {gen or 0:>5.0f}")  # fmt: skip
+        print(
+            f"  {step:<16}{sec:>8.1f} s  prompt tokens computed {comp or 0:>6.0f}, "
+            f"cached {cached or 0:>6.0f}, generated {gen or 0:>5.0f}"
+        )
     funnel = con.execute("SELECT * FROM funnel WHERE run_id = ?", [rid]).fetchdf()
     if len(funnel):
-        print("  funnel: " + ", ".join(f"{k} {v}" for k, v in funnel.iloc[0].items()
-                                        if k != "run_id"))  # fmt: skip
+        print(
+            "  funnel: " + ", ".join(f"{k} {v}" for k, v in funnel.iloc[0].items() if k != "run_id")
+        )
 
 
 def records(path: Path) -> dict[str, tuple]:
@@ -280,10 +295,11 @@ def compare_records(base: Path, other: Path) -> None:
     same_qa = [k for k in both if a[k][:2] == b[k][:2]]
     same_acc = [k for k in same_qa if a[k][2] == b[k][2]]
     v_close = [
-        k for k in same_qa
+        k
+        for k in same_qa
         if (a[k][3] is None) == (b[k][3] is None)
         and (a[k][3] is None or abs(a[k][3] - b[k][3]) <= 1e-3)
-    ]  # fmt: skip
+    ]
     print(
         f"\nrecords of {other} against {base}: {len(b)} vs {len(a)}, {len(both)} ids in both, "
         f"{len(same_qa)} with the same question and answer, {len(same_acc)} of them accepted "

@@ -259,9 +259,12 @@ class RunConsole:
 
 def _console_stream(fd: int) -> TextIO:
     return io.TextIOWrapper(
-        io.FileIO(fd, "w", closefd=True), encoding="utf-8", errors="backslashreplace",
-        line_buffering=True, write_through=True,
-    )  # fmt: skip
+        io.FileIO(fd, "w", closefd=True),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=True,
+    )
 
 
 @contextlib.contextmanager

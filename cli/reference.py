@@ -109,8 +109,11 @@ def field_comments(model: type[BaseModel]) -> dict[str, str]:
         while n >= 1 and lines[n - 1].strip().startswith("#"):
             above.insert(0, comments.get(n, ""))
             n -= 1
-        after = [comments[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
-                 if n in comments and not lines[n - 1].strip().startswith("#")]  # fmt: skip
+        after = [
+            comments[n]
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            if n in comments and not lines[n - 1].strip().startswith("#")
+        ]
         text = " ".join(x for x in [*above, *after] if x)
         if not text and previous is not None and previous[0] == node.lineno - 1:
             text = previous[1]

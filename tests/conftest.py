@@ -172,8 +172,10 @@ def group_keys(item) -> set[str]:
     """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses,
     each module-scoped (or class/package) fixture it uses, named per module and parameter, and
     each `xdist_group` mark it carries."""
-    keys = {f"group:{m.args[0] if m.args else m.kwargs.get('name', 'default')}"
-            for m in item.iter_markers("xdist_group")}  # fmt: skip
+    keys = {
+        f"group:{m.args[0] if m.args else m.kwargs.get('name', 'default')}"
+        for m in item.iter_markers("xdist_group")
+    }
     module = Path(item.nodeid.split("::")[0]).name
     for f in item_fixtures(item):
         if f.scope == "session":
@@ -343,9 +345,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     limit = budget["total"][scope]
     write = terminalreporter.write_line
     terminalreporter.section("test-time budget")
-    write(f"{len(_SECONDS)} tests in {wall:.0f} s of wall time "
-          f"({where}; {total:.0f} s in tests); the {scope}'s budget is "
-          f"{limit} s of wall time ({BUDGET_FILE.name})")  # fmt: skip
+    write(
+        f"{len(_SECONDS)} tests in {wall:.0f} s of wall time "
+        f"({where}; {total:.0f} s in tests); the {scope}'s budget is "
+        f"{limit} s of wall time ({BUDGET_FILE.name})"
+    )
     write("by tier (a test counts in each of its tiers): "
           + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(tiers.items())))  # fmt: skip
     if wall > limit:

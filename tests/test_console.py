@@ -41,8 +41,11 @@ def _run(tmp_path, *flags: str) -> tuple[str, str, str]:
     log = tmp_path / "run.log"
     res = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(log), *flags],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout, res.stderr, log.read_text()
 

@@ -278,8 +278,9 @@ def test_a_gate_without_a_correct_gold_evidence_answer_is_undetermined():
         the record answerable (the gold-evidence step sets it; sampling where one was right)."""
         res = GateResult()
         decided = decided or ("sampling" if gold_correct else None)
-        res.columns.update(gold_n=2, gold_correct=gold_correct, shortcut=shortcut,
-                           gold_decided_by=decided)  # fmt: skip
+        res.columns.update(
+            gold_n=2, gold_correct=gold_correct, shortcut=shortcut, gold_decided_by=decided
+        )
         answers = ["Paris", "Paris"] + (["Lyon", "Lyon"] if not unique else [])
         rollouts = [{"predicted_answer": a, "answer_in_retrieved": True} for a in answers]
         st = ShardState(0, [None], 0, ["r"], ["p"], ["t"], ["x"], [None],
@@ -462,15 +463,25 @@ def test_production_profile_runs_the_same_grounded_path(
     assert (cfg.generation.kg_questions, cfg.generation.passage_questions) == ("llm_first",) * 2
     titles = retriever.passages.table.column("title").to_pylist()
     rows = [titles.index(t) for t in ("Florence", "Leipzig")]
-    rows.append(next(r for r, t in enumerate(titles) if t == "Albert Einstein" and
-                     "born in Ulm" in retriever.passages.get([r])[0][2]))  # fmt: skip
+    rows.append(
+        next(
+            r
+            for r, t in enumerate(titles)
+            if t == "Albert Einstein" and "born in Ulm" in retriever.passages.get([r])[0][2]
+        )
+    )
     path = {
         "nodes": [{"id": "Q2044", "label": "Florence"}, {"id": "Q38", "label": "Italy"},
                   {"id": "Q4916", "label": "euro"}],
         "relations": [{"id": "P17", "label": "country"}, {"id": "P38", "label": "currency"}],
     }  # fmt: skip
-    sg = {"subgraph_id": "sg", "target_path": path, "answer_type": "Other",
-          "answer_aliases": [], "aliases": {}}  # fmt: skip
+    sg = {
+        "subgraph_id": "sg",
+        "target_path": path,
+        "answer_type": "Other",
+        "answer_aliases": [],
+        "aliases": {},
+    }
     pid = retriever.passages.get(rows)
     items = [
         PlanItem(0, rows[0], pid[0][0], 0, "factual", 2, "sg"),
@@ -493,7 +504,10 @@ def test_production_profile_runs_the_same_grounded_path(
     assert [h["subject"] for h in kg["evidence_chain"]] == ["Florence", "Italy"]
     # one hop drawn: a date span of its own sentence; two drawn: a bridge or a comparison
     assert (span["evidence_mode"], span["answer_span_kind"], span["hop_count"]) == (
-        "passage_span", "date", 1)  # fmt: skip
+        "passage_span",
+        "date",
+        1,
+    )
     assert two["evidence_mode"] in ("passage_bridge", "passage_comparison")
     assert two["hop_count"] == two["planned_hops"] == 2
     text = {p[0]: p[2] for p in retriever.passages.get(list(range(len(titles))))}
@@ -511,8 +525,19 @@ def test_production_profile_runs_the_same_grounded_path(
             assert (r["uniqueness_verdict"] == "undetermined") == (r["gold_decided_by"] is None)
             assert r["one_search_verdict"] in ("pass", "fail", "not_applicable")
     steps = [s["step"] for s in out.shard_steps]
-    assert steps == ["propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness",
-                     "connected", "one_search", "long_question", "controls", "rows"]  # fmt: skip
+    assert steps == [
+        "propose",
+        "solve",
+        "verify",
+        "gold_evidence",
+        "shortcut",
+        "uniqueness",
+        "connected",
+        "one_search",
+        "long_question",
+        "controls",
+        "rows",
+    ]
     # The toy gate (one class, one config entry) judged every valid record, after the others.
     for r in out.curriculum:
         v = r["gate_verdicts"][-1]

@@ -428,10 +428,21 @@ def test_bad_review_files_leave_sql_exports_landing_and_the_browser_working(hist
     review_count(store)
     bad = plant(store.root)
     res = subprocess.run(
-        [sys.executable, "-m", "cli", "sql", "SELECT 1 AS one; SELECT count(*) AS n FROM reviews",
-         "--format", "csv", *sets(store)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "sql",
+            "SELECT 1 AS one; SELECT count(*) AS n FROM reviews",
+            "--format",
+            "csv",
+            *sets(store),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[-1] == "6", res.stdout
     for p in bad:  # one warning line each, naming it
@@ -502,8 +513,9 @@ def oracle_valid(rows: list[dict]) -> bool:
                                     "note": texts, "reviewed_at": times}), min_size=1, max_size=4),
     st.one_of(st.none(), st.binary(max_size=300)),
 )  # fmt: skip
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_the_review_file_reader_lists_exactly_the_valid_files_and_never_raises(
     tmp_path_factory, rows, raw
 ):

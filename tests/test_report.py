@@ -719,19 +719,37 @@ def test_one_hop_records_are_capped_at_their_share_of_what_is_accepted(tmp_path)
     cfg = load_config(None, [])
     store = Store(tmp_path / "out")
     store.write_run(_run_record("cap", cfg))
-    ok = {"run_id": "cap", "task_type": "factual", "evidence_status": "verbatim",
-          "is_valid": True, "is_verbatim": True, "verifier_method": "teacher_forced_pmi",
-          "shortcut_verdict": "pass", "uniqueness_verdict": "pass", "answer": "Bonn",
-          "single_hop_share": 0.2}  # fmt: skip
+    ok = {
+        "run_id": "cap",
+        "task_type": "factual",
+        "evidence_status": "verbatim",
+        "is_valid": True,
+        "is_verbatim": True,
+        "verifier_method": "teacher_forced_pmi",
+        "shortcut_verdict": "pass",
+        "uniqueness_verdict": "pass",
+        "answer": "Bonn",
+        "single_hop_share": 0.2,
+    }
     hops = {"m1": 2, "m2": 3, "m3": 2, "m4": 4, "s1": 1, "s2": 1, "s3": 1}
     vs = {"m1": 0.9, "m2": 0.8, "m3": 0.7, "m4": 0.6, "s1": 0.5, "s2": 0.95, "s3": 0.4}
     records = [
-        _row("curriculum", **ok, record_id=rid, source_passage_id=f"p{rid}", hop_count=h,
-             question=f"Which city is record {rid} about?", verifier_v=vs[rid])
+        _row(
+            "curriculum",
+            **ok,
+            record_id=rid,
+            source_passage_id=f"p{rid}",
+            hop_count=h,
+            question=f"Which city is record {rid} about?",
+            verifier_v=vs[rid],
+        )
         for rid, h in hops.items()
-    ]  # fmt: skip
-    store.commit("cap", "00000", [store.write_shard("curriculum", "cap", dt.date(2026, 1, 2),
-                                                    "00000", records)])  # fmt: skip
+    ]
+    store.commit(
+        "cap",
+        "00000",
+        [store.write_shard("curriculum", "cap", dt.date(2026, 1, 2), "00000", records)],
+    )
     catalog = store.refresh_catalog()
     with duckdb.connect(str(catalog), read_only=True) as con:
         verdicts = dict(

@@ -10,11 +10,25 @@ from pipeline.catalog.bounded_sql import Table
 
 V = 0.5495768821173777
 FUNNEL = [
-    "run_id", "generated", "posed", "valid", "verbatim", "above_v_threshold",
-    "not_contaminated", "not_shortcut", "unique_answer", "accepted", "shortcut_undetermined",
-    "uniqueness_undetermined", "duplicates", "template_questions", "v_threshold", "mean_v",
-    "mean_v_accepted", "mean_proposer_reward",
-]  # fmt: skip
+    "run_id",
+    "generated",
+    "posed",
+    "valid",
+    "verbatim",
+    "above_v_threshold",
+    "not_contaminated",
+    "not_shortcut",
+    "unique_answer",
+    "accepted",
+    "shortcut_undetermined",
+    "uniqueness_undetermined",
+    "duplicates",
+    "template_questions",
+    "v_threshold",
+    "mean_v",
+    "mean_v_accepted",
+    "mean_proposer_reward",
+]
 
 
 @pytest.mark.parametrize(

@@ -193,8 +193,16 @@ def _span_bridge(
         question = bridge_question(t, link.described, link.hidden)
         if question is None:
             continue
-        hop2 = Hop(t.passage_id, t.start, t.end, t.evidence, bridge.label, t.span_kind or "",
-                   t.answer, "article")  # fmt: skip
+        hop2 = Hop(
+            t.passage_id,
+            t.start,
+            t.end,
+            t.evidence,
+            bridge.label,
+            t.span_kind or "",
+            t.answer,
+            "article",
+        )
         return replace(
             t,
             kind="bridge",

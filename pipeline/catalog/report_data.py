@@ -144,11 +144,19 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     mean_v = f[0]["mean_v"] if f else None
     mean_reward = f[0]["mean_proposer_reward"] if f else None
     extra = (
-        "shortcut_undetermined", "uniqueness_undetermined", "connected_undetermined",
-        "duplicates", "template_questions", "single_hop_capped", "accepted_multi_hop",
-        "accepted_obfuscated", "disconnected", "one_search_multi_hop", "bridge_leaks",
+        "shortcut_undetermined",
+        "uniqueness_undetermined",
+        "connected_undetermined",
+        "duplicates",
+        "template_questions",
+        "single_hop_capped",
+        "accepted_multi_hop",
+        "accepted_obfuscated",
+        "disconnected",
+        "one_search_multi_hop",
+        "bridge_leaks",
         "unstated_hop",
-    )  # fmt: skip
+    )
     funnel_extra = {k: int(f[0][k]) if f else 0 for k in extra}
     thr = _dicts(con, "SELECT * FROM verifier_thresholds WHERE run_id = ?", p)
     scored_v = con.execute(

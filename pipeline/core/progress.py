@@ -98,8 +98,14 @@ class LogReporter:
 
     def update(self, stage: Stage) -> None:
         if stage.total:
-            log.info("%s: %d/%d %s, %s", stage.name, stage.done, stage.total, stage.unit,
-                     ", ".join(stage.info))  # fmt: skip
+            log.info(
+                "%s: %d/%d %s, %s",
+                stage.name,
+                stage.done,
+                stage.total,
+                stage.unit,
+                ", ".join(stage.info),
+            )
 
     def end(self, stage: Stage, ok: bool) -> None:
         what = stage.result or ("done" if ok else "failed")

@@ -105,11 +105,19 @@ def chain_rows(t: Target) -> list[dict[str, Any]] | None:
     if not t.chain:
         return None
     return [
-        {"hop": k, "passage_id": h.passage_id, "char_start": h.start, "char_end": h.end,
-         "text": h.text, "subject": h.subject, "relation": h.relation, "object": h.object,
-         "source": h.source}
+        {
+            "hop": k,
+            "passage_id": h.passage_id,
+            "char_start": h.start,
+            "char_end": h.end,
+            "text": h.text,
+            "subject": h.subject,
+            "relation": h.relation,
+            "object": h.object,
+            "source": h.source,
+        }
         for k, h in enumerate(t.chain, 1)
-    ]  # fmt: skip
+    ]
 
 
 def target_columns(s: Scored) -> dict[str, Any]:

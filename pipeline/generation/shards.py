@@ -36,8 +36,18 @@ from pipeline.store.store import Store
 log = logging.getLogger(__name__)
 
 # The built-in steps in order; custom gates (gates.custom) go in before the last two.
-BUILTIN = ("propose", "solve", "verify", "gold_evidence", "shortcut", "uniqueness", "connected",
-           "one_search", "controls", "rows")  # fmt: skip
+BUILTIN = (
+    "propose",
+    "solve",
+    "verify",
+    "gold_evidence",
+    "shortcut",
+    "uniqueness",
+    "connected",
+    "one_search",
+    "controls",
+    "rows",
+)
 
 
 def stable_int(*parts: object) -> int:
@@ -276,8 +286,13 @@ class Rows(Step):
 
     @classmethod
     def from_config(cls, cfg: PipelineConfig) -> Rows:
-        return cls(cfg.rewards, cfg.gates.v_quantile, cfg.gates.single_hop_share,
-                   ProposerSettings.from_config(cfg), cfg.config_hash())  # fmt: skip
+        return cls(
+            cfg.rewards,
+            cfg.gates.v_quantile,
+            cfg.gates.single_hop_share,
+            ProposerSettings.from_config(cfg),
+            cfg.config_hash(),
+        )
 
     def run(self, ctx: GenerationContext, st: ShardState) -> tuple[int, int]:
         r, gen, run_id, now = self.rewards, ctx.generator, ctx.run_id, st.now
