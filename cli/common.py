@@ -11,7 +11,9 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from cli.console import run_console, stage_log
 from cli.sql_output import Format
+from pipeline.core import progress
 from pipeline.core.config import ConfigError, PipelineConfig, load_config
 from pipeline.core.errors import BadInputError
 from pipeline.core.identifiers import BadIdentifierError, check_identifier
@@ -93,6 +95,19 @@ def stage_errors(hint: str, aborted: str = "aborted") -> Iterator[None]:
     except KeyboardInterrupt:
         typer.secho(aborted, fg="yellow", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+@contextlib.contextmanager
+def stage_command(
+    cfg: PipelineConfig, command: str, verbose: bool, hint: str, aborted: str = "aborted"
+) -> Iterator[None]:
+    """The body of a stage command (`index build`, `kg extract`, `cluster`): its errors as
+    `stage_errors` reports them, the engines' output in the store's log of the command, and
+    one console line per stage, the Prefect flow's first."""
+    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), command)
+    with stage_errors(hint, aborted), run_console(log_path, command, verbose):
+        progress.until_next("prefect", "flow run started")
+        yield
 
 
 def quiet_input_tracebacks() -> None:

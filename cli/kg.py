@@ -7,9 +7,15 @@ from typing import Annotated
 
 import typer
 
-from cli.common import ProfileOpt, SetOpt, VerboseOpt, config_or_fail, fail, stage_errors
-from cli.console import run_console, stage_log
-from pipeline.core import progress
+from cli.common import (
+    ProfileOpt,
+    SetOpt,
+    VerboseOpt,
+    config_or_fail,
+    fail,
+    stage_command,
+    stage_errors,
+)
 
 # For bad input whose error carries no hint of its own (a missing or truncated dump);
 # an error over kg.error_budget says to raise it itself.
@@ -67,12 +73,8 @@ def extract_command(
     cfg = config_or_fail(profile, overrides)
     from flows.extract_subgraphs import extract_subgraphs
 
-    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "kg extract")
-    with (
-        stage_errors(HINT, "aborted: committed work is kept; rerun to resume"),
-        run_console(log_path, "kg extract", verbose),
-    ):
-        progress.until_next("prefect", "flow run started")
+    aborted = "aborted: committed work is kept; rerun to resume"
+    with stage_command(cfg, "kg extract", verbose, HINT, aborted):
         res = extract_subgraphs(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if res.reused else "extracted"
     typer.echo(

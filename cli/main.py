@@ -23,9 +23,10 @@ from cli.common import (
     identifier_or_fail,
     quiet_input_tracebacks,
     sql_limits,
+    stage_command,
     stage_errors,
 )
-from cli.console import run_console, shown_path, stage_log
+from cli.console import run_console, shown_path
 from cli.export import export_command
 from cli.kg import kg_app
 from cli.quality import quality_app
@@ -259,12 +260,8 @@ def index_build(
     cfg = config_or_fail(profile, overrides)
     from flows.build_index import build_index
 
-    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "index build")
-    with (
-        stage_errors(INPUT_HINT, "aborted: nothing was marked complete; rerun to resume"),
-        run_console(log_path, "index build", verbose),
-    ):
-        progress.until_next("prefect", "flow run started")
+    aborted = "aborted: nothing was marked complete; rerun to resume"
+    with stage_command(cfg, "index build", verbose, INPUT_HINT, aborted):
         art = build_index(profile=profile, overrides=overrides or [])
     state = "unchanged, reused" if art.reused else f"built ({art.embedded_shards} shards embedded)"
     typer.echo(f"index {art.fingerprint}: {art.passages} passages, {state}")
@@ -355,9 +352,7 @@ def cluster(
     cfg = config_or_fail(profile, overrides)
     from flows.cluster_corpus import cluster_corpus
 
-    log_path = stage_log(cfg.resolve_path(cfg.store.out_dir), "cluster")
-    with stage_errors(INPUT_HINT), run_console(log_path, "cluster", verbose):
-        progress.until_next("prefect", "flow run started")
+    with stage_command(cfg, "cluster", verbose, INPUT_HINT):
         res = cluster_corpus(profile=profile, overrides=overrides or [], iteration=iteration)
     sizes = res.sizes()
     typer.echo(
