@@ -27,6 +27,7 @@ from pipeline.agents.targets import (
     answer_kind,
     entity_forms,
     find_form,
+    hop_evidence,
     passage_target,
 )
 from pipeline.kg.entity_facts import COMPARABLE, Entity, EntityFacts, Fact, facts_by_pid
@@ -154,10 +155,7 @@ def _fact_bridge(link: Link, texts: Mapping[str, Passage], pick: int) -> Target 
             kind="bridge",
             answer=hop2.object,
             aliases=tuple(dict.fromkeys([hop2.object, *forms])),
-            evidence=hop2.text,
-            passage_id=hop2.passage_id,
-            start=hop2.start,
-            end=hop2.end,
+            **hop_evidence(hop2),
             answer_at=hop2.text.find(hop2.object),
             source="article",
             subject=described,
@@ -274,10 +272,7 @@ def _comparison(
         kind="comparison",
         answer=winner.label,
         aliases=tuple(entity_forms(winner.label, winner.aliases)),
-        evidence=hop_b.text,
-        passage_id=hop_b.passage_id,
-        start=hop_b.start,
-        end=hop_b.end,
+        **hop_evidence(hop_b),
         source="article",
         subject=first.label,
         facts=f"{a.label}: {fa.relation} {fa.node['label']}; "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pipeline.agents.evidence import OPENING_WORDS, Span, sentences
 from pipeline.agents.properties import states
@@ -60,6 +61,12 @@ class Hop:
     relation: str  # the property the sentence states ('place of death')
     object: str  # the hop's object as the sentence writes it
     source: str  # article (the subject's own) | source (the slot's passage) | retrieved
+
+
+def hop_evidence(hop: Hop) -> dict[str, Any]:
+    """A target's evidence fields (its span and where it lies) from the hop whose sentence
+    holds the answer: the chain's last."""
+    return {"evidence": hop.text, "passage_id": hop.passage_id, "start": hop.start, "end": hop.end}
 
 
 def chain_text(chain: Sequence[Hop]) -> str:
