@@ -43,6 +43,22 @@ FUNNEL_LABELS = {
     "needs_search": "one search is not enough",  # gates.one_search (h >= 2 only)
     "accepted": "accepted (no duplicate, within the single-hop cap)",
 }
+# The funnel view's counts beside its stages: what a gate could not decide, and what the
+# search curriculum's gates and caps turned away or kept.
+FUNNEL_COUNTS = (
+    "shortcut_undetermined",
+    "uniqueness_undetermined",
+    "connected_undetermined",
+    "duplicates",
+    "template_questions",
+    "single_hop_capped",
+    "accepted_multi_hop",
+    "accepted_obfuscated",
+    "disconnected",
+    "one_search_multi_hop",
+    "bridge_leaks",
+    "unstated_hop",
+)
 CONTROLS = ("real", "shuffled", "answer_only", "off_topic")
 # Waypoint-coverage bins for the WCR plot: g = 0 on its own, then quarters; NULL = no KG path.
 WCR_BINS = ("0", "(0, .25]", "(.25, .5]", "(.5, .75]", "(.75, 1]", "no KG path")
@@ -143,21 +159,7 @@ def collect_run_data(con: duckdb.DuckDBPyConnection, run_id: str, n_examples: in
     funnel = {s: int(f[0][s]) if f else 0 for s in FUNNEL_STAGES}
     mean_v = f[0]["mean_v"] if f else None
     mean_reward = f[0]["mean_proposer_reward"] if f else None
-    extra = (
-        "shortcut_undetermined",
-        "uniqueness_undetermined",
-        "connected_undetermined",
-        "duplicates",
-        "template_questions",
-        "single_hop_capped",
-        "accepted_multi_hop",
-        "accepted_obfuscated",
-        "disconnected",
-        "one_search_multi_hop",
-        "bridge_leaks",
-        "unstated_hop",
-    )
-    funnel_extra = {k: int(f[0][k]) if f else 0 for k in extra}
+    funnel_extra = {k: int(f[0][k]) if f else 0 for k in FUNNEL_COUNTS}
     thr = _dicts(con, "SELECT * FROM verifier_thresholds WHERE run_id = ?", p)
     scored_v = con.execute(
         "SELECT count(verifier_v) FROM curriculum WHERE run_id = ?", p
