@@ -15,16 +15,22 @@ from pipeline.retrieval.faiss_index import (
 )
 from pipeline.retrieval.index_build import ensure_index
 
+WIKI_ROWS = 400
+
 
 @pytest.fixture(scope="module")
-def wiki1000(tmp_path_factory, embedder, realdata):
-    """The 1,000 real Wikipedia-2018 passages embedded once, in 4 shards, for the index tests."""
-    root = tmp_path_factory.mktemp("wiki1000")
+def wiki(tmp_path_factory, embedder, realdata):
+    """The first 400 real Wikipedia-2018 passages embedded once, in 4 shards, for the index
+    tests (an index over several shards must number its rows as their concatenation)."""
+    from tests.conftest import corpus_head
+
+    root = tmp_path_factory.mktemp("wiki")
     passages = root / "passages.parquet"
-    load_corpus(realdata / "wiki18_sample_1000.jsonl", passages)
+    head = corpus_head(realdata / "wiki18_sample_1000.jsonl", WIKI_ROWS, root / "wiki.jsonl")
+    load_corpus(head, passages)
     fp = corpus_fingerprint(passages)
-    res = embed_corpus(embedder, passages, root / "emb", 250, fp, progress=False)
-    assert res.rows == 1000 and len(res.shards) == 4 and res.embedded_shards == 4
+    res = embed_corpus(embedder, passages, root / "emb", WIKI_ROWS // 4, fp, progress=False)
+    assert res.rows == WIKI_ROWS and len(res.shards) == 4 and res.embedded_shards == 4
     meta = {
         "model": embedder.model_ref,
         "query_prompt": "",
@@ -34,11 +40,11 @@ def wiki1000(tmp_path_factory, embedder, realdata):
     return SimpleNamespace(passages=passages, res=res, meta=meta)
 
 
-def test_flat_index_matches_brute_force(tmp_path, embedder, wiki1000):
-    res = wiki1000.res
+def test_flat_index_matches_brute_force(tmp_path, embedder, wiki):
+    res = wiki.res
     (tmp_path / "idx").mkdir()
-    (tmp_path / "idx" / "passages.parquet").write_bytes(wiki1000.passages.read_bytes())
-    build_faiss_index(res.shards, res.dim, "Flat", tmp_path / "idx", wiki1000.meta)
+    (tmp_path / "idx" / "passages.parquet").write_bytes(wiki.passages.read_bytes())
+    build_faiss_index(res.shards, res.dim, "Flat", tmp_path / "idx", wiki.meta)
     retriever = Retriever(tmp_path / "idx", embedder)
     queries = [
         "who wrote the declaration of independence",
@@ -126,20 +132,20 @@ def test_corpus_rejects_are_kept_with_the_index_and_listed_per_run(tmp_path, tmp
     assert rows == [("run-a", 11, rows[0][2])] and "not valid JSON" in rows[0][2]
 
 
-def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, wiki1000):
+def test_ivf_auto_factory_is_exact_when_probing_every_list(tmp_path, embedder, wiki):
     from pipeline.retrieval.faiss_index import ivf_lists
 
-    res, meta, passages = wiki1000.res, wiki1000.meta, wiki1000.passages
+    res, meta, passages = wiki.res, wiki.meta, wiki.passages
     flat_dir, ivf_dir = tmp_path / "flat", tmp_path / "ivf"
     for d in (flat_dir, ivf_dir):
         d.mkdir()
         (d / "passages.parquet").write_bytes(passages.read_bytes())
     build_faiss_index(res.shards, res.dim, "auto", flat_dir, meta, ivf_threshold=10_000)
     build_faiss_index(
-        res.shards, res.dim, "auto", ivf_dir, meta, train_per_list=30, ivf_threshold=500
+        res.shards, res.dim, "auto", ivf_dir, meta, train_per_list=30, ivf_threshold=300
     )
-    k_lists = ivf_lists(1000)
-    assert 4 * 1000**0.5 <= k_lists <= 16 * 1000**0.5
+    k_lists = ivf_lists(WIKI_ROWS)
+    assert 4 * WIKI_ROWS**0.5 <= k_lists <= 16 * WIKI_ROWS**0.5
     flat = Retriever(flat_dir, embedder)
     assert flat.meta["factory"] == "Flat"
     ivf_all = Retriever(ivf_dir, embedder, nprobe=k_lists)
