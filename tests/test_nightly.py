@@ -16,6 +16,7 @@ from pipeline.generation.shards import record_id
 from tests.conftest import LANDED_SETTINGS, ROOT
 
 pytestmark = pytest.mark.slow
+NIGHT2_SOURCES = 3
 
 
 def _cli(tmp_path, run_id, *extra):
@@ -78,8 +79,12 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
     first, run_id = landed_run.run_id, "night-2"
     # Night 2 leaves the shortcut gate out (its rollouts were most of the night's time on
-    # transformers): test_gates proves it on that backend, the landed night 1 on vLLM.
-    transformers = ("--set", "llm.backend=transformers", "--set", "gates.shortcut=false")
+    # transformers): test_gates proves it on that backend, the landed night 1 on vLLM. It
+    # draws 3 sources in 3 shards of one (night 1: 6 in 3 of 2): as many shards to stop,
+    # kill and resume in, half the records to generate.
+    night2 = ["llm.backend=transformers", "gates.shortcut=false"]
+    night2 += [f"generation.num_sources={NIGHT2_SOURCES}", "generation.shard_size=1"]
+    transformers = tuple(x for s in night2 for x in ("--set", s))
     run_dir = tmp_path / "out" / "runs" / run_id
     manifest, progress = run_dir / "manifest.jsonl", run_dir / "progress.json"
 
@@ -147,14 +152,14 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
            WHERE run_id = ? ORDER BY slot""",
         night,
     ).fetchall()
-    assert len(plan) == 6
+    assert len(plan) == NIGHT2_SOURCES
     expected = [(record_id(run_id, s, pid), c, t, h) for s, pid, c, t, h in plan]
     assert got == expected  # none lost, none doubled, each with its selector draw
     assert con.execute(
         """SELECT count(*), count(*) FILTER (WHERE is_valid OR invalid_reason IS NOT NULL)
            FROM curriculum WHERE run_id = ?""",
         night,
-    ).fetchone() == (6, 6)
+    ).fetchone() == (NIGHT2_SOURCES, NIGHT2_SOURCES)
     assert con.execute(
         "SELECT status, shards_completed, shards_planned FROM runs WHERE run_id = ?", night
     ).fetchone() == ("completed", 3, 3)
@@ -193,7 +198,7 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
         """SELECT count(*), count(DISTINCT p.record_id) FROM proposer_rollouts p
            JOIN curriculum c USING (record_id) WHERE c.run_id = ?""",
         night,
-    ).fetchone() == (6, 6)
+    ).fetchone() == (NIGHT2_SOURCES, NIGHT2_SOURCES)
     assert con.execute(
         """SELECT count(*) FROM solver_rollouts s LEFT JOIN curriculum c USING (record_id)
            WHERE c.record_id IS NULL OR NOT c.is_valid"""
@@ -242,7 +247,7 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     assert pulls[2] == pulls[1] + valid[run_id]  # iteration 2 read iteration 1's counts
     used = con.execute("SELECT iteration, sum(uses) FROM selector_usage GROUP BY 1").fetchall()
     draws = cfg.generation.num_sources
-    assert dict(used) == {1: draws, 2: 2 * draws}  # every draw counted, cumulatively
+    assert dict(used) == {1: draws, 2: draws + NIGHT2_SOURCES}  # every draw, cumulatively
     # The KG stage ran once (reused by the second run); linked records carry a stretch of
     # their subgraph's target path (the hops the question follows, ending at the answer: the
     # path's end, or its last single-valued hop).
