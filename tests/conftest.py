@@ -77,8 +77,10 @@ def corpus_head(src: Path, n: int, dest: Path) -> Path:
 #
 # A fixture that starts something heavy says which tier it belongs to (`@needs(...)`); a test
 # is marked with the tier of every fixture it uses, directly or through other fixtures, and
-# with `slow` when it has any. `make check` runs `-m "not slow"` (no model, engine, server,
-# cluster, flow or whole run); `make test` runs everything.
+# with `slow` when it has any. A test whose weight is what it does rather than a fixture
+# (`crash`: a SIGKILL at every durable step of a compaction or a prune, two interpreters per
+# step) is marked with its tier by hand. `make check` runs `-m "not slow"` (no model, engine,
+# server, cluster, flow, whole run or crash sweep); `make test` runs everything.
 TIERS = {
     "model": "loads a real model (embedder or LLM) in the test process",
     "engine": "uses the session's vLLM engine",
@@ -86,24 +88,29 @@ TIERS = {
     "cluster": "starts a real Ray cluster",
     "flow": "runs Prefect flows (on the session's Prefect server)",
     "run": "reads the session's landed nightly run",
+    "crash": "kills child interpreters at every durable step of a store operation",
 }
 # -- workers: `pytest -n 2` (make test, make check) ----------------------------------------
 #
 # Each worker is a pytest session of its own, so a session or module fixture would start once
 # per worker that runs a test using it. What must start once in the whole run goes one of two
 # ways:
-# - a process others can reach (the Prefect server): `once_per_run` starts it in the first
-#   worker that asks and hands its address to the other;
+# - a process others can reach (the Prefect server) or files they can read (the sample
+#   index): `once_per_run` makes it in the first worker that asks and hands its address or
+#   path to the other;
 # - what lives in the test process (the vLLM engine, and the landed run made on it) or in a
 #   module (a module-scoped fixture: a server, a Ray cluster, a store built for the module's
 #   tests): the tests that use it form one group, which one worker runs (`--dist loadgroup`,
-#   scheduled by `pytest_xdist_make_scheduler` below). A session fixture with a tier in
-#   ONE_WORKER groups its tests by that tier; a module fixture groups its tests by module and
+#   scheduled by `pytest_xdist_make_scheduler` below). A fixture with a tier in ONE_WORKER
+#   puts its tests in that tier's group; a module fixture groups its tests by module and
 #   name (and parameter); an `xdist_group` mark is a group too; a test using several joins
 #   their groups into one. The groups are computed from the fixtures at collection, so a new
 #   test that uses the landed run joins the engine's worker by itself.
 # The embedder and the transformers LLM load in each worker that needs them (seconds each).
-ONE_WORKER = {"engine"}
+# tier -> the group its tests join. The Ray cluster runs in the engine's worker, before or
+# after `vllm serve` there, never beside it: with the offline engine, those two process
+# trees are the largest of the run (docs/testing.md, "Memory").
+ONE_WORKER = {"engine": "engine", "cluster": "engine"}
 _SECONDS: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
 _TIERS_OF: dict[str, set[str]] = {}  # nodeid -> tiers, from its reports (workers included)
 _STARTED: list[float] = []  # when this run started (perf_counter), in the reporting process
@@ -164,23 +171,25 @@ def item_fixtures(item) -> list:
 
 
 def item_tiers(item) -> set[str]:
-    """The tiers of the fixtures an item uses."""
-    return {t for f in item_fixtures(item) for t in getattr(f.func, "__test_tiers__", ())}
+    """The tiers of the fixtures an item uses, and those it is marked with (`crash`: a tier
+    of what the test does, with no fixture to carry it)."""
+    marked = {m.name for m in item.iter_markers() if m.name in TIERS}
+    return marked | {t for f in item_fixtures(item) for t in getattr(f.func, "__test_tiers__", ())}
 
 
 def group_keys(item) -> set[str]:
-    """What ties an item to one worker: each ONE_WORKER tier of a session fixture it uses,
-    each module-scoped (or class/package) fixture it uses, named per module and parameter, and
-    each `xdist_group` mark it carries."""
+    """What ties an item to one worker: the ONE_WORKER group of each tier of a fixture it
+    uses, each module-scoped (or class/package) fixture it uses, named per module and
+    parameter, and each `xdist_group` mark it carries."""
     keys = {
         f"group:{m.args[0] if m.args else m.kwargs.get('name', 'default')}"
         for m in item.iter_markers("xdist_group")
     }
     module = Path(item.nodeid.split("::")[0]).name
     for f in item_fixtures(item):
-        if f.scope == "session":
-            keys.update(t for t in getattr(f.func, "__test_tiers__", ()) if t in ONE_WORKER)
-        elif f.scope != "function":
+        tiers = getattr(f.func, "__test_tiers__", ())
+        keys.update(ONE_WORKER[t] for t in tiers if t in ONE_WORKER)
+        if f.scope not in ("session", "function"):
             param = _param(item, f.argname)
             keys.add(f"{module}::{f.argname}" + ("" if param is None else f"={param}"))
     return keys
@@ -203,7 +212,7 @@ def worker_groups(items) -> dict[str, str]:
     members: dict[str, set[str]] = {}
     for k in list(parent):
         members.setdefault(root(k), set()).add(k)
-    names = {r: min(ks & ONE_WORKER or ks) for r, ks in members.items()}
+    names = {r: min(ks & set(ONE_WORKER.values()) or ks) for r, ks in members.items()}
     return {nodeid: names[root(keys[0])] for nodeid, keys in keys_of.items() if keys}
 
 
@@ -444,20 +453,28 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
-def sample_index(tmp_path_factory, embedder):
-    """The embedded profile's index of the sample corpus, built once for every test that only
-    reads it. `out` is its store: a server started with `store.out_dir=<out>` finds it there
-    (the retrieval limits a server is started with are not part of the index's identity)."""
+def sample_index(embedder):
+    """The embedded profile's index of the sample corpus, built once in the whole run (by the
+    first worker that asks, `once_per_run`) for every test that only reads it. `out` is its
+    store: a server started with `store.out_dir=<out>` finds it there (the retrieval limits a
+    server is started with are not part of the index's identity)."""
     from pipeline.core.config import load_config
     from pipeline.retrieval.corpus import locate_corpus
     from pipeline.retrieval.index_build import ensure_index
 
-    out = tmp_path_factory.mktemp("sample-index") / "out"
-    cfg = load_config(None, [f"store.out_dir={out}"])
-    art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=out)
-    return SimpleNamespace(
-        out=out, dir=art.dir, passages=art.passages, table=art.passages_path, reused=art.reused
-    )
+    def build() -> dict:
+        out = run_dir() / "sample-index" / "out"
+        cfg = load_config(None, [f"store.out_dir={out}"])
+        art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=out)
+        paths = {"out": out, "dir": art.dir, "table": art.passages_path}
+        return {k: str(v) for k, v in paths.items()} | {
+            "passages": art.passages,
+            "reused": art.reused,
+        }
+
+    info = once_per_run("sample_index", build)
+    paths = {k: Path(info[k]) for k in ("out", "dir", "table")}
+    return SimpleNamespace(**paths, passages=info["passages"], reused=info["reused"])
 
 
 @pytest.fixture(scope="session")
@@ -531,6 +548,8 @@ def start_server(cmd: list[str], base: str, log_path: Path, env: dict, timeout: 
     pytest.fail(f"{cmd[2]} did not become healthy: {log_path.read_text()[-3000:]}")
 
 
+# The session's vLLM engine: the embedded profile's, with a smaller KV cache (vllm_test_config).
+TEST_ENGINE = ["llm.kv_cache_gib=0.5"]
 # Tiny but real nightly settings: every stage runs, with the real models, in a few minutes.
 LANDED_SETTINGS = [
     "generation.num_sources=6",
@@ -540,6 +559,7 @@ LANDED_SETTINGS = [
     "kg.num_seeds=8",  # 2 of the first 8 sample seeds have a chainable 3+-hop path
     "generation.max_turns=2",
     "gates.shortcut_n=2",  # the LLM gates run too, with fewer samples
+    *TEST_ENGINE,  # so the landed run's nightly uses the session's vLLM engine
 ]
 
 
@@ -622,10 +642,13 @@ def landed_copy(landed_run, dest: Path) -> tuple[Path, list[str]]:
 
 
 def vllm_test_config():
-    """The embedded profile on vLLM: its own CPU settings (eager, 4k context, 2 GiB KV)."""
+    """The embedded profile on vLLM: its own CPU settings (eager, 4k context), with a 0.5 GiB
+    KV cache (14k tokens) where the profile has 2 GiB for its 32-source demo's batches: the
+    landed run took as long with either, and the cache's size changes no output
+    (test_vllm_served_and_offline_engines_agree: `vllm serve` gets 0.5 GiB too)."""
     from pipeline.core.config import load_config
 
-    return load_config(None, ["llm.backend=vllm"])
+    return load_config(None, ["llm.backend=vllm", *TEST_ENGINE])
 
 
 @pytest.fixture(scope="session")
@@ -650,12 +673,12 @@ def vllm_server(tmp_path_factory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_serve") / "server.log"
     # `curriculum llm serve` with llm.backend=vllm becomes vLLM's own server (same process),
-    # started with the offline engine's settings but a 0.5 GiB KV cache (14k tokens) for the
-    # served tests' few short prompts: the offline engine is up meanwhile, and two 2 GiB caches
-    # were the peak of the run's memory. The cache's size changes no output
-    # (test_vllm_served_and_offline_engines_agree).
+    # started with the offline engine's settings (TEST_ENGINE): the offline engine is up
+    # meanwhile, and the two engines are the peak of the run's memory.
     cmd = [sys.executable, "-m", "cli", "llm", "serve", "--set", "llm.backend=vllm"]
-    cmd += ["--set", "llm.kv_cache_gib=0.5", "--port", str(port)]
+    for setting in TEST_ENGINE:
+        cmd += ["--set", setting]
+    cmd += ["--port", str(port)]
     threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))  # a worker's share
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": threads}
     base = f"http://127.0.0.1:{port}"

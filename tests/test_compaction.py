@@ -394,6 +394,7 @@ def land_again(store: Store) -> None:
     sweep(store)
 
 
+@pytest.mark.crash  # a tier of its own: not in make check (tests/conftest.py)
 def test_sigkill_at_any_point_of_compaction_loses_and_doubles_nothing(
     history, tmp_path, monkeypatch
 ):

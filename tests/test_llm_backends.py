@@ -898,7 +898,7 @@ def test_vllm_engine_runs_with_the_configured_settings(vllm_llm):
     assert cfg.model_config.max_model_len == vllm_llm.max_model_len == 4096
     assert cfg.model_config.enforce_eager and cfg.cache_config.enable_prefix_caching
     assert str(cfg.model_config.dtype) == "torch.float32"
-    assert cfg.cache_config.kv_cache_memory_bytes == 2 * 2**30
+    assert cfg.cache_config.kv_cache_memory_bytes == vllm_test_config().llm.kv_cache_gib * 2**30
     # On CPU no prompt is split across steps (seeded sampling cannot rewind a CPU generator).
     assert not cfg.scheduler_config.enable_chunked_prefill
     assert cfg.scheduler_config.max_num_batched_tokens >= 4096

@@ -427,6 +427,7 @@ def child(root: Path, kill_at: int, bulky: bool) -> subprocess.CompletedProcess:
 KILL_AT = {False: (0.06, 0.14, 0.66), True: (0.2, 0.5, 0.8)}
 
 
+@pytest.mark.crash  # a tier of its own: not in make check (tests/conftest.py)
 @pytest.mark.parametrize("bulky", [False, True], ids=["whole", "bulky"])
 def test_sigkill_at_any_point_of_a_prune_leaves_a_readable_store_and_a_rerun_finishes(
     history, tmp_path, bulky, monkeypatch
