@@ -16,14 +16,14 @@ pytestmark = pytest.mark.slow
 
 def test_killed_embedding_resumes_at_missing_shards(tmp_path, realdata):
     out = tmp_path / "out"
-    # 8 shards of 50 real passages
-    corpus = corpus_head(realdata / "wiki18_sample_1000.jsonl", 400, tmp_path / "wiki18.jsonl")
+    # 8 shards of 25 real passages
+    corpus = corpus_head(realdata / "wiki18_sample_1000.jsonl", 200, tmp_path / "wiki18.jsonl")
     shards = 8
     build = [
         sys.executable, "-m", "cli", "index", "build",
         "--set", f"corpus.path={corpus}",
         "--set", f"store.out_dir={out}",
-        "--set", "embedding.shard_size=50",
+        "--set", "embedding.shard_size=25",
     ]  # fmt: skip
     # Batches of 2: slow enough to be killed between shards. The batch size is not part of
     # the index's identity, so the reruns take the default and find the same index.
