@@ -19,18 +19,20 @@ pytestmark = pytest.mark.slow
 NIGHT2_SOURCES = 3
 
 
-def _cli(tmp_path, run_id, *extra):
+def _cli(tmp_path, run_id, *night):
     """The nightly CLI on a store under tmp_path, with the settings of the landed_run fixture
-    (6 sources in 3 shards of 2), so a copy of that run can serve as an earlier night."""
+    (6 sources in 3 shards of 2), so a copy of that run can serve as an earlier night, then
+    the night's own settings."""
     cmd = [sys.executable, "-m", "cli", "nightly", "--run-id", run_id]
     settings = [
         f"store.out_dir={tmp_path / 'out'}",
         f"store.catalog={tmp_path / 'out' / 'catalog.duckdb'}",
         *LANDED_SETTINGS,
+        *night,
     ]
     for setting in settings:
         cmd += ["--set", setting]
-    return [*cmd, *extra]
+    return cmd
 
 
 def _env(tmp_path):
@@ -84,7 +86,6 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     # kill and resume in, half the records to generate.
     night2 = ["llm.backend=transformers", "gates.shortcut=false"]
     night2 += [f"generation.num_sources={NIGHT2_SOURCES}", "generation.shard_size=1"]
-    transformers = tuple(x for s in night2 for x in ("--set", s))
     run_dir = tmp_path / "out" / "runs" / run_id
     manifest, progress = run_dir / "manifest.jsonl", run_dir / "progress.json"
 
@@ -94,14 +95,14 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     def start(log_name: str) -> subprocess.Popen:
         with (tmp_path / log_name).open("w") as fh:  # a file, not a pipe nobody drains
             return subprocess.Popen(
-                _cli(tmp_path, run_id, *transformers), cwd=ROOT, env=env, stdout=fh,
+                _cli(tmp_path, run_id, *night2), cwd=ROOT, env=env, stdout=fh,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
     # 1. A shard committed, an intruder refused, then a polite stop.
     proc = start("stopped.log")
     _wait(proc, lambda: committed() >= 1, "a first committed shard")
-    intruder = subprocess.run(_cli(tmp_path, "intruder", *transformers), cwd=ROOT, env=env,
+    intruder = subprocess.run(_cli(tmp_path, "intruder", *night2), cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
     assert intruder.returncode == 2
     assert f"'{run_id}'" in intruder.stderr and "is writing" in intruder.stderr
@@ -128,7 +129,7 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     assert [orjson.loads(line) for line in manifest.read_text().splitlines()] == before
 
     # 3. The next rerun completes what is left.
-    done = subprocess.run(_cli(tmp_path, run_id, *transformers), cwd=ROOT, env=env,
+    done = subprocess.run(_cli(tmp_path, run_id, *night2), cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "DuckDB catalog:" in done.stdout
