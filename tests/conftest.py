@@ -466,15 +466,22 @@ def sample_index(embedder):
         out = run_dir() / "sample-index" / "out"
         cfg = load_config(None, [f"store.out_dir={out}"])
         art = ensure_index(cfg, embedder, progress=False, corpus=locate_corpus(cfg), out_dir=out)
-        paths = {"out": out, "dir": art.dir, "table": art.passages_path}
-        return {k: str(v) for k, v in paths.items()} | {
+        return {
+            "out": str(out),
+            "dir": str(art.dir),
+            "table": str(art.passages_path),
             "passages": art.passages,
             "reused": art.reused,
-        }
+        }  # JSON, for the other worker
 
     info = once_per_run("sample_index", build)
-    paths = {k: Path(info[k]) for k in ("out", "dir", "table")}
-    return SimpleNamespace(**paths, passages=info["passages"], reused=info["reused"])
+    return SimpleNamespace(
+        out=Path(info["out"]),
+        dir=Path(info["dir"]),
+        table=Path(info["table"]),
+        passages=info["passages"],
+        reused=info["reused"],
+    )
 
 
 @pytest.fixture(scope="session")
