@@ -440,11 +440,17 @@ class Scripted:
                     outer.requests.append((self.path, body))
                     outer.inflight += 1
                     outer.max_inflight = max(outer.max_inflight, outer.inflight)
+                # In flight = received and not yet answered: the count drops before the answer
+                # is written, since a client may send its next request as soon as it reads it.
                 try:
                     status, obj, *delay = outer.fn(self.path, body, i)
                     if delay:
                         time.sleep(delay[0])
                     data = json.dumps(obj).encode() if not isinstance(obj, str) else obj.encode()
+                finally:
+                    with lock:
+                        outer.inflight -= 1
+                try:
                     self.send_response(status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(data)))
@@ -452,9 +458,6 @@ class Scripted:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and hung up
-                finally:
-                    with lock:
-                        outer.inflight -= 1
 
             def log_message(self, *args):
                 pass
