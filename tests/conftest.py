@@ -437,6 +437,17 @@ def prefect_api():
     refresh_global_settings_context()
 
 
+@pytest.fixture(scope="module")
+@needs("cluster")
+def ray_cluster(prefect_api):
+    """A two-node Ray cluster on the loopback range (tests/ray_cluster.py) for the module's
+    tests; the env it and the runs get is taken after `prefect_api` has named the session's
+    Prefect server in it."""
+    from tests.ray_cluster import two_nodes
+
+    yield from two_nodes(free_port())
+
+
 @pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.exists():

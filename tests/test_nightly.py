@@ -14,6 +14,7 @@ import pytest
 from pipeline.agents.rewards import hop_grouped_advantages
 from pipeline.generation.shards import record_id
 from tests.conftest import LANDED_SETTINGS, ROOT
+from tests.ray_cluster import lose_node2_mid_shard, ray_flags, run_rows
 
 pytestmark = pytest.mark.slow
 NIGHT2_SOURCES = 3
@@ -35,8 +36,10 @@ def _cli(tmp_path, run_id, *night):
     return cmd
 
 
-def _env(tmp_path):
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "HF_HUB_OFFLINE": "1"}
+def _env(tmp_path, cluster):
+    """The Ray cluster's env (its token, and one torch thread, as each of its workers has:
+    the local and the Ray night must compute alike) with a Prefect home of the test's."""
+    return {**cluster["env"], "PREFECT_HOME": str(tmp_path / "prefect")}
 
 
 def _wait(proc, ready, what: str, timeout: float = 900):
@@ -61,7 +64,9 @@ def _shard_in_flight(progress, committed: int, since: float):
     return doc["shards_committed"] == committed and bool(running)
 
 
-def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp_path, landed_run):
+def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(
+    tmp_path, landed_run, ray_cluster
+):
     """Night 2 after the session's landed run (a copy of it is night 1), in four processes:
 
     1. the night-2 CLI commits a shard; a concurrent run is refused (one run per store); a
@@ -69,7 +74,9 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     2. the rerun is SIGKILLed inside a shard, as a crashed host would go;
     3. the next rerun completes: the committed shards were neither redone nor recommitted, the
        records are exactly the plan's (none lost, none doubled), and iteration 2 started from
-       iteration 1's bandit counts.
+       iteration 1's bandit counts;
+    4. the same night, from another copy of night 1, on a two-node Ray cluster that loses a
+       node mid-shard, lands exactly these records, rollouts and verifier samples.
     Night 2 runs on the transformers backend, night 1 on vLLM: the nightly runs end to end on
     both engines (the KG stage is reused across them: its key names the model, not the
     engine)."""
@@ -77,7 +84,7 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
     from pipeline.core.io import sha256_file
     from pipeline.selector.ucb import VIRTUAL_PULLS, cluster_count
 
-    env = _env(tmp_path)
+    env = _env(tmp_path, ray_cluster)
     shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
     first, run_id = landed_run.run_id, "night-2"
     # Night 2 leaves the shortcut gate out (its rollouts were most of the night's time on
@@ -263,6 +270,44 @@ def test_second_night_stops_crashes_resumes_and_continues_the_selector_state(tmp
               OR NOT list_contains(flatten(s.passage_ids), c.source_passage_id)"""
     ).fetchone()[0]
     assert bad == 0
+    con.close()
+
+    # 4. The same night on the Ray cluster, from night 1 again. The store path is part of the
+    # config hash every record carries: the local night's store is moved aside (its LLM
+    # response cache included), and the Ray night lands where it did.
+    local = tmp_path / "local"
+    (tmp_path / "out").rename(local)
+    shutil.copytree(landed_run.out, tmp_path / "out", ignore=shutil.ignore_patterns("report"))
+    _ray_night(tmp_path, run_id, night2, env, ray_cluster)
+    for table in ("curriculum", "proposer_rollouts", "solver_rollouts", "verifier_samples"):
+        a, b = run_rows(local, table, run_id), run_rows(tmp_path / "out", table, run_id)
+        assert a and len(a) == len(b), table
+        assert a == b, f"{table} differs between the local and the Ray night"
+
+
+def _ray_night(tmp_path, run_id: str, night: list[str], env: dict, cluster: dict) -> None:
+    """The night's generation shards over the cluster's 2 workers (3 shards: the fewest that
+    leave node 2 busy after a first commit, whichever worker commits first); once a shard is
+    committed, node 2 is lost with the shard it holds, which the head's worker redoes."""
+    run_dir = tmp_path / "out" / "runs" / run_id
+    with (tmp_path / "ray.log").open("w") as fh:
+        proc = subprocess.Popen(
+            [*_cli(tmp_path, run_id, *night), *ray_flags(cluster)],
+            cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    killed = lose_node2_mid_shard(proc, run_dir / "progress.json", cluster)
+    assert proc.wait(timeout=1200) == 0, (tmp_path / "ray.log").read_text()[-4000:]
+    # What the executor did goes to the run's log file (the console gets a line per stage).
+    run_log = (run_dir / "nightly.log").read_text()
+    assert "died" in run_log and f"unit {killed} re-queued" in run_log
+    # Every planned shard committed exactly once, by the driver, after the loss.
+    manifest = [orjson.loads(x) for x in (run_dir / "manifest.jsonl").open()]
+    shards = [e["shard"] for e in manifest if e["shard"] != "compacted"]
+    assert sorted(shards) == ["00000", "00001", "00002"]
+    assert manifest[-1]["shard"] == "compacted"  # landing compacted the finished run
+    doc = orjson.loads((run_dir / "progress.json").read_bytes())
+    assert doc["shards_committed"] == 3 and doc["executor"] == "ray"
+    assert sum(doc["shards_by_worker"].values()) == 3
 
 
 def test_one_nightly_run_hashes_the_corpus_once_and_builds_one_store(landed_run):
