@@ -763,6 +763,45 @@ def test_the_evidence_index_checks_as_every_file_does_and_follows_the_corpus(his
     assert checked()[1] == final
 
 
+def test_views_sql_is_bound_once_per_store_and_reads_as_if_bound_in_place(
+    history, tmp_path, caplog, monkeypatch
+):
+    """A refresh starts from the store's copy of views.sql bound over empty base views
+    (cache/catalog_views-<key>.duckdb, pipeline/store/catalog_views.py): every view of its
+    catalog reads what the catalog of a store whose cache cannot be written reads (views.sql
+    bound in place, over the files), and a new views.sql replaces the store's copy."""
+    import logging
+
+    from pipeline.store import store as store_module
+
+    templated = copy_of(history, tmp_path / "templated")
+    in_place = copy_of(history, tmp_path / "in_place")
+    shutil.rmtree(in_place.root / "cache")
+    (in_place.root / "cache").write_text("not a folder\n")
+    with caplog.at_level(logging.WARNING, logger="pipeline.store.catalog_views"):
+        for store in (templated, in_place):
+            store.refresh_catalog(artifacts(store.root))
+    assert caplog.text.count("catalog template") == 1  # the store without a cache
+    (template,) = (templated.root / "cache").glob("catalog_views-*.duckdb")
+    views_of = "SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1"
+    with (
+        connect_readonly(templated.catalog_path) as a,
+        connect_readonly(in_place.catalog_path) as b,
+    ):
+        views = [v for (v,) in a.execute(views_of).fetchall()]
+        assert views == [v for (v,) in b.execute(views_of).fetchall()] and len(views) > 40
+        for view in views:  # the columns each binds to, and the rows it reads
+            for query in (f"DESCRIBE {view}", f"SELECT count(*) FROM {view}"):
+                assert a.execute(query).fetchall() == b.execute(query).fetchall(), query
+        assert a.execute("SELECT count(*) FROM accepted").fetchone()[0] > 0
+
+    sql = store_module.views_sql() + "\n-- a new version\n"
+    monkeypatch.setattr(store_module, "views_sql", lambda: sql)
+    templated.refresh_catalog(artifacts(templated.root))
+    (replaced,) = (templated.root / "cache").glob("catalog_views-*.duckdb")
+    assert replaced != template
+
+
 def test_an_index_knows_a_file_by_one_name_however_the_refresh_names_it(tmp_path, monkeypatch):
     """The evidence index keys the corpus by file_identity: named relative to the working
     directory, absolute, or through a link to the store, a file is one identity (else a

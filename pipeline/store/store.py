@@ -15,7 +15,6 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,13 @@ from pipeline.core.io import (
     utcnow,
     write_parquet_atomic,
 )
+from pipeline.store.catalog_views import (
+    BaseView,
+    create_view,
+    empty_table,
+    start_catalog,
+    views_sql,
+)
 from pipeline.store.manifest import (
     SHARDED_TABLES,
     ShardFile,
@@ -48,7 +54,7 @@ from pipeline.store.placement import moved_catalog, record_artifacts
 from pipeline.store.reviews import attach_reviews, review_files
 from pipeline.store.run_index import DUPLICATE_KEYS, EVIDENCE, file_identity, indexed
 from pipeline.store.run_results import materialise_run_results
-from pipeline.store.scoping import scope_to_runs, view_select
+from pipeline.store.scoping import scope_to_runs
 from schemas.tables import QUALITY_TABLES, SCHEMA_VERSION, schema_for
 
 log = logging.getLogger(__name__)
@@ -351,13 +357,16 @@ class Store:
             for p in paths:
                 check_schema("rejects" if table == "kg_rejects" else table, pq.read_schema(p),
                              where=str(p))  # fmt: skip
+        views, read = base_views(listing, runs, artifacts)
         # Built under a temporary name and renamed over the old catalog: auditors holding the
         # old file open keep reading it (DuckDB would refuse to open it for writing), and a
-        # crash mid-refresh leaves the previous catalog intact.
+        # crash mid-refresh leaves the previous catalog intact. It starts as a copy of the
+        # store's catalog with views.sql bound (catalog_views.py).
         with self._catalog_lock(), atomic_path(self.catalog_path) as tmp:
             try:
+                start_catalog(tmp, views, views_sql(), self.root / "cache")
                 with duckdb.connect(str(tmp)) as con:
-                    build_catalog(con, listing, runs, artifacts, index_root=self.root)
+                    build_catalog(con, views, listing, runs, read, index_root=self.root)
                     # Where the store and the catalog are (read-only connections list the
                     # store's reviews afresh, and tell a catalog copied or moved with its
                     # store: settle_catalog), and the artifacts it was given, named relative
@@ -374,57 +383,47 @@ class Store:
         return self.catalog_path
 
 
-def build_catalog(
-    con: duckdb.DuckDBPyConnection, listing: list[Listed], runs: list[Path],
-    artifacts: dict[str, list[Path]], index_root: Path | None = None,
-) -> None:  # fmt: skip
-    """The base views over `listing` (sharded tables), `runs` and `artifacts` (a table with
-    no files gets an empty view with the contract's columns), then views.sql. A derived table
-    (DERIVED_FROM) is read from the compactions' files where a run has one (`<table>_files`),
-    and computed live from its sources for the other runs (`<source>_without_<table>`).
-
-    views.sql is bound against base views over each table's first file: DuckDB checks every
-    file of a view's listing at each bind (a stat per file, about 3 ms per view at a year of
-    nights), and a view's columns are its first file's (the refresh checked every file
-    against the contract, and `union_by_name` is off). The base views then list every file,
-    and the tables views.sql materialises are computed over them (the duplicate ranking, the
-    evidence check, the audits' per-run results), from the store's run indexes under
-    `index_root` (a store's root) where one is given."""
+def base_views(
+    listing: list[Listed], runs: list[Path], artifacts: dict[str, list[Path]]
+) -> tuple[list[BaseView], dict[str, list[Path]]]:
+    """The catalog's base views over `listing` (sharded tables), `runs` and `artifacts` (a
+    table with no files gets an empty view with the contract's columns), and the artifacts
+    with every table the views read (none given: no file). A derived table (DERIVED_FROM) is
+    read from the compactions' files where a run has one (`<table>_files`), and computed live
+    from its sources for the other runs (`<source>_without_<table>`)."""
     artifacts = {t: [] for t in ("passages", *QUALITY_TABLES, "reviews")} | artifacts
     kg_rejects = artifacts.pop("kg_rejects", [])
     files: dict[str, list[Path]] = {t: [] for t in SHARDED_TABLES}
     for item in listing:
         files[item.table].append(item.path)
-    # (contract, view name, files, hive-partitioned) of every base view
-    views = [(t, t, files[t], True) for t in SHARDED_TABLES if t != "rejects"]
-    views = [v for v in views if v[0] not in DERIVED_FROM]
+    views = [BaseView(t, t, files[t], True) for t in SHARDED_TABLES if t != "rejects"]
+    views = [v for v in views if v.table not in DERIVED_FROM]
     for derived, sources in DERIVED_FROM.items():
-        views.append((derived, f"{derived}_files", files[derived], True))
+        views.append(BaseView(derived, f"{derived}_files", files[derived], True))
         done = {item.run_id for item in listing if item.table == derived}
         for table in sources:
             paths = [i.path for i in listing if i.table == table and i.run_id not in done]
-            views.append((table, f"{table}_without_{derived}", paths, True))
+            views.append(BaseView(table, f"{table}_without_{derived}", paths, True))
     views += [
-        ("rejects", "_run_rejects", files["rejects"], True),
-        ("rejects", "_kg_rejects", kg_rejects, False),
-        ("runs", "runs", runs, False),
+        BaseView("rejects", "_run_rejects", files["rejects"], True),
+        BaseView("rejects", "_kg_rejects", kg_rejects, False),
+        BaseView("runs", "runs", runs, False),
     ]
-    views += [(table, table, paths, False) for table, paths in artifacts.items()]
-    for table, name, _, _ in views:
-        _empty_table(con, table, name)
+    views += [BaseView(table, table, paths, False) for table, paths in artifacts.items()]
+    return views, artifacts
+
+
+def build_catalog(
+    con: duckdb.DuckDBPyConnection, views: list[BaseView], listing: list[Listed],
+    runs: list[Path], artifacts: dict[str, list[Path]], index_root: Path | None = None,
+) -> None:  # fmt: skip
+    """On a catalog with views.sql bound (start_catalog): each base view over its files, then
+    the tables views.sql materialises, computed over them (the duplicate ranking, the
+    evidence check, the audits' per-run results) from the store's run indexes under
+    `index_root` (a store's root) where one is given."""
     sql = views_sql()
-    for most in (1, None):
-        for _, name, paths, hive in views:
-            # views.sql's evidence tables, recomputed below, need not read the corpus first
-            _create_view(con, name, [] if most and name == "passages" else paths[:most], hive)
-        if most:
-            # `rejects` = the runs' reject shards + the KG ingest's rejects (stage 'kg', no
-            # run_date), so one view answers "what input did the pipeline refuse".
-            con.execute(
-                "CREATE OR REPLACE VIEW rejects AS SELECT * FROM _run_rejects "
-                "UNION ALL BY NAME SELECT * FROM _kg_rejects"
-            )
-            con.execute(sql)
+    for v in views:
+        create_view(con, v.name, v.paths, v.hive)
     _materialise(con, listing, artifacts["passages"], sql, index_root)
     # Each run's files of the per-run base views, for a reader of some runs (scope_to_runs),
     # with their rows as the manifests say (a run record is one row).
@@ -450,8 +449,8 @@ def macro_catalog(
     """A run's compaction's catalog: base views of `tables` over `listing`, as the catalog's
     (empty where the run has no file), and views.sql's `macros` alone (not the views)."""
     for table in tables:
-        _empty_table(con, table, table)
-        _create_view(con, table, [i.path for i in listing if i.table == table], True)
+        empty_table(con, table, table)
+        create_view(con, table, [i.path for i in listing if i.table == table], True)
     queries = [x.query for x in duckdb.extract_statements(views_sql())]
     heads = (re.match(r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\(", q) for q in queries)
     found = {m[1]: m.string for m in heads if m}
@@ -488,22 +487,6 @@ def _materialise(
     with indexed(con, index_root, EVIDENCE, checked, {"views": sql, "passages": corpus}) as rel:
         for table in ("counts", "mismatches"):
             con.execute(f"CREATE OR REPLACE TABLE evidence_{table} AS {rel[table]}")
-
-
-def _empty_table(con: duckdb.DuckDBPyConnection, table: str, name: str) -> None:
-    """`_empty_<name>`: the contract's columns, empty. Unioned by name with the files, so
-    shards written before a column existed read it as NULL and dependent views stay valid."""
-    con.register("_empty_arrow", pa.Table.from_pylist([], schema=schema_for(table)))
-    con.execute(f"CREATE OR REPLACE TABLE _empty_{name} AS SELECT * FROM _empty_arrow")
-    con.unregister("_empty_arrow")
-
-
-def _create_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[Path], hive: bool) -> None:
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS {view_select(name, paths, hive)}")
-
-
-def views_sql() -> str:
-    return resources.files("schemas").joinpath("views.sql").read_text(encoding="utf-8")
 
 
 class StoreMovedError(StoreError, BadInputError):
