@@ -248,9 +248,10 @@ def test_evalact_turns_search_then_exactly_one_evaluate(retriever):
 
 
 @pytest.mark.slow
-def test_evalact_solver_on_the_real_model(retriever, llm):
-    """EvalAct on the real CPU model with guided Evaluate turns: one segment row per answered
-    search, joined to its rollout, with PCAR terms whenever z was read."""
+def test_evalact_solver_on_the_real_model(retriever, vllm_llm):
+    """EvalAct on the real CPU model (on the session's vLLM engine, the demo's) with guided
+    Evaluate turns: one segment row per answered search, joined to its rollout, with PCAR
+    terms whenever z was read."""
     shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
     tasks = [
         SolverTask("r1", "Who composed The Magic Flute?", "Wolfgang Amadeus Mozart", None,
@@ -259,7 +260,7 @@ def test_evalact_solver_on_the_real_model(retriever, llm):
     ]  # fmt: skip
     s = SolverSettings(n=2, temperature=1.0, max_tokens=48, seed=11, max_turns=2,
                        protocol="evalact")  # fmt: skip
-    res = solve(llm, retriever, tasks, shots, s)
+    res = solve(vllm_llm, retriever, tasks, shots, s)
     segments = 0
     for r in res:
         ids = {row["rollout_id"] for row in r.rollouts}
@@ -289,7 +290,9 @@ def test_evalact_solver_on_the_real_model(retriever, llm):
 
 
 @pytest.mark.slow
-def test_solver_on_the_real_model(retriever, llm):
+def test_solver_on_the_real_model(retriever, vllm_llm):
+    """The solver on the session's vLLM engine (the transformers backend's rollouts: the
+    second night in test_nightly, test_chat_template)."""
     shots = load_few_shot(ROOT / "data" / "prompts" / "proposer_fewshot.jsonl")
     tasks = [
         SolverTask("r1", "Who composed The Magic Flute?", "Wolfgang Amadeus Mozart", None, None,
@@ -298,7 +301,7 @@ def test_solver_on_the_real_model(retriever, llm):
     ]  # fmt: skip
     s = SolverSettings(n=2, temperature=1.0, max_tokens=32, seed=7, max_turns=2, lambda_e=0.3)
     retriever.batches = []
-    res = solve(llm, retriever, tasks, shots, s)
+    res = solve(vllm_llm, retriever, tasks, shots, s)
     assert [r.n for r in res] == [2, 2]
     assert len(retriever.batches) <= 1  # two turns: at most one search round, batched
     for task, r in zip(tasks, res, strict=True):
