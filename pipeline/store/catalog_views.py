@@ -67,7 +67,7 @@ def template_key(views: Sequence[BaseView], sql: str) -> str:
     })  # fmt: skip
 
 
-def _bind(path: Path, views: Sequence[BaseView], sql: str) -> None:
+def bind_views(path: Path, views: Sequence[BaseView], sql: str) -> None:
     """A catalog file of empty base views with views.sql created over them."""
     with duckdb.connect(str(path)) as con:
         for v in views:
@@ -93,10 +93,10 @@ def start_catalog(dest: Path, views: Sequence[BaseView], sql: str, cache: Path) 
     if not template.is_file():
         try:
             with atomic_path(template) as tmp:
-                _bind(tmp, views, sql)
+                bind_views(tmp, views, sql)
         except (OSError, duckdb.IOException) as exc:
             log.warning("catalog template %s not used (%s): binding views.sql", template, exc)
-            _bind(dest, views, sql)
+            bind_views(dest, views, sql)
             return
         for old in cache.glob("catalog_views-*.duckdb"):
             if old != template:
