@@ -13,8 +13,8 @@ PREFECT_PORT ?= 4200
 
 # uv installs the lock's wheels in parallel and compiles their bytecode, which nothing else
 # would write where PYTHONDONTWRITEBYTECODE is set: the whole install took 1 min on 2 cores
-# with uv's cache empty, where pip's took about 2 (2026-11-28). It reads no pip config: the folder pip is told to find
-# wheels in (the CPU torch wheel here) is passed on as TORCH_WHEELS.
+# with uv's cache empty, where pip's took about 2 (2026-11-28). It reads no pip config: the
+# folder pip is told to find wheels in (the CPU torch wheel here) is passed on as TORCH_WHEELS.
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv pip install --python $(PY) --quiet --no-deps
 TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))

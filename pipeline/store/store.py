@@ -364,9 +364,10 @@ class Store:
         # store's catalog with views.sql bound (catalog_views.py).
         with self._catalog_lock(), atomic_path(self.catalog_path) as tmp:
             try:
-                start_catalog(tmp, views, views_sql(), self.root / "cache")
+                sql = views_sql()
+                start_catalog(tmp, views, sql, self.root / "cache")
                 with duckdb.connect(str(tmp)) as con:
-                    build_catalog(con, views, listing, runs, read, index_root=self.root)
+                    build_catalog(con, views, sql, listing, runs, read, index_root=self.root)
                     # Where the store and the catalog are (read-only connections list the
                     # store's reviews afresh, and tell a catalog copied or moved with its
                     # store: settle_catalog), and the artifacts it was given, named relative
@@ -414,14 +415,13 @@ def base_views(
 
 
 def build_catalog(
-    con: duckdb.DuckDBPyConnection, views: list[BaseView], listing: list[Listed],
+    con: duckdb.DuckDBPyConnection, views: list[BaseView], sql: str, listing: list[Listed],
     runs: list[Path], artifacts: dict[str, list[Path]], index_root: Path | None = None,
 ) -> None:  # fmt: skip
-    """On a catalog with views.sql bound (start_catalog): each base view over its files, then
-    the tables views.sql materialises, computed over them (the duplicate ranking, the
-    evidence check, the audits' per-run results) from the store's run indexes under
+    """On a catalog with views.sql (`sql`) bound (start_catalog): each base view over its
+    files, then the tables views.sql materialises, computed over them (the duplicate ranking,
+    the evidence check, the audits' per-run results) from the store's run indexes under
     `index_root` (a store's root) where one is given."""
-    sql = views_sql()
     for v in views:
         create_view(con, v.name, v.paths, v.hive)
     _materialise(con, listing, artifacts["passages"], sql, index_root)
