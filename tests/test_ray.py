@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.retrieval.embedding import load_shards
 from tests.conftest import ROOT, SAMPLE_CORPUS, corpus_head, free_port
 from tests.ray_cluster import HEAD, ray_flags
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 def _vectors(index_dir) -> dict[str, np.ndarray]:
     """An index's passage vectors by passage id (its shards in order are its rows)."""
-    emb = np.concatenate([np.load(p) for p in sorted((index_dir / "emb").glob("emb-*.npy"))])
+    emb = np.concatenate(load_shards(sorted((index_dir / "emb").glob("emb-*.npy"))))
     ids = pq.read_table(index_dir / "passages.parquet", columns=["id"]).column("id").to_pylist()
     assert len(ids) == len(emb)
     return dict(zip(ids, emb, strict=True))
