@@ -45,9 +45,17 @@ def share_the_cores() -> None:
     OpenMP threads each on two cores would wait on each other's threads (the transformers
     backend runs one thread on a busy machine for that reason); once the other worker is done,
     this one gets both cores for what it starts next (the vLLM engine keeps the threads it
-    started with)."""
+    started with).
+
+    The OpenMP threads started meanwhile sleep at a barrier instead of spinning
+    (`OMP_WAIT_POLICY=PASSIVE`, unless set): vLLM's worker binds a thread to every core, so
+    beside the other worker one of them always waits for a core while the other spins. A
+    fixed vLLM workload beside a one-core busy loop took 97 s instead of 102 s and left the
+    loop 14 % more of a core; alone it took as long either way (docs/testing.md, "Cores")."""
     if _OMP_GIVEN or "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
         return
+    if int(os.environ["PYTEST_XDIST_WORKER_COUNT"]) > 1:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     running = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     if "CURRICULUM_TEST_RUN_DIR" in os.environ:
         running -= len(list(run_dir().glob("done-*")))
