@@ -58,7 +58,7 @@ test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The loop for every edit (budget 2 min; 2 min 3 s to 2 min 10 s measured: docs/testing.md):
+# The loop for every edit (budget 2 min; 2 min 3 s to 2 min 14 s measured: docs/testing.md):
 # ruff, the docs, then the tests that need no model, engine, server, cluster, flow, landed run
 # or crash sweep (tiers in tests/conftest.py). `make test` runs everything.
 check: $(STAMP) docs

@@ -49,9 +49,9 @@ def share_the_cores() -> None:
 
     The OpenMP threads started meanwhile sleep at a barrier instead of spinning
     (`OMP_WAIT_POLICY=PASSIVE`, unless set): vLLM's worker binds a thread to every core, so
-    beside the other worker one of them always waits for a core while the other spins. A
-    fixed vLLM workload beside a one-core busy loop took 97 s instead of 102 s and left the
-    loop 14 % more of a core; alone it took as long either way (docs/testing.md, "Cores")."""
+    beside the other worker one of them always waits for a core while the other spins
+    (benchmarks/bench_omp_wait.py; the suite took 14 minutes instead of 17: docs/testing.md,
+    "Cores")."""
     if _OMP_GIVEN or "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
         return
     if int(os.environ["PYTEST_XDIST_WORKER_COUNT"]) > 1:
