@@ -51,12 +51,14 @@ def share_the_cores() -> None:
     (`OMP_WAIT_POLICY=PASSIVE`, unless set): vLLM's worker binds a thread to every core, so
     beside the other worker one of them always waits for a core while the other spins
     (benchmarks/bench_omp_wait.py; the suite took 14 minutes instead of 17: docs/testing.md,
-    "Cores")."""
-    if _OMP_GIVEN or "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
+    "Cores"), whether or not OMP_NUM_THREADS was given."""
+    if "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
         return
-    if int(os.environ["PYTEST_XDIST_WORKER_COUNT"]) > 1:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     running = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    if running > 1:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if _OMP_GIVEN:
+        return
     if "CURRICULUM_TEST_RUN_DIR" in os.environ:
         running -= len(list(run_dir().glob("done-*")))
     threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, running)))
