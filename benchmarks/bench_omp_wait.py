@@ -32,13 +32,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("default", "passive")
+# The count is replaced whole (os.replace), so a reader never sees a half-written number.
 LOOP = """
-import sys
+import os, sys
 n, path = 0, sys.argv[1]
 while True:
     n += 1
     if n % 2_000_000 == 0:
-        open(path, "w").write(str(n))
+        open(path + ".tmp", "w").write(str(n))
+        os.replace(path + ".tmp", path)
 """
 
 
@@ -48,8 +50,8 @@ def load() -> str:
 
 def count(path: Path) -> int:
     try:
-        return int(path.read_text() or 0)
-    except (FileNotFoundError, ValueError):
+        return int(path.read_text())
+    except FileNotFoundError:
         return 0
 
 
